@@ -1,0 +1,537 @@
+"""Tokenizer and chat format of the Nanbeige4.1 family.
+
+What is here
+- `Tokenizer`: a thin wrapper around a `tokenizers.Tokenizer` (a standard HF `tokenizer.json`) that knows the
+  family's chat tokens and renders, encodes and parses conversations.
+- `train_toy_tokenizer`: a deterministic byte-level BPE for the toy world, with the family's special tokens.
+- `toy_tokenizer_path`: where the committed toy tokenizer lives (`data/toy/tokenizer`).
+
+The chat format (model-facts.md, "Chat format"), shown on one turn with a tool:
+
+    <|im_start|>system\n{system}\n\n# Tools\n\n...<tools>\n{tool json}\n</tools>\n\n...</tool_call><|im_end|>\n
+    <|im_start|>user\n{query}<|im_end|>\n
+    <|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{content}\n<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call><|im_end|>\n
+    <|im_start|>user\n<tool_response>\n{result 1}\n</tool_response>\n<tool_response>\n{result 2}\n</tool_response><|im_end|>\n
+    <|im_start|>assistant\n<think>\n                      <- generation prompt
+
+Loss mask (encode_chat) and generation agree on one boundary: the generation prompt
+`<|im_start|>assistant\n<think>\n` is prompt (mask 0); everything the model writes after it -- reasoning,
+`\n</think>\n\n`, content, tool calls and the closing `<|im_end|>` -- is mask 1; the `\n` after `<|im_end|>` is
+prompt again (generation stops at `<|im_end|>`). encode_chat encodes the prompt pieces and the assistant pieces
+separately, exactly as a rollout does (prompt ids, then sampled ids), so SFT and RL see the same tokens. With the
+toy tokenizer (newlines are their own pre-tokens) this is also identical to `encode(render(messages))`.
+
+Where this matches the released Nanbeige4.1-3B template and where it does not. We could not download the official
+`tokenizer_config.json`; what we matched comes from a public copy of the Nanbeige4.1-3B template (HTML-scraped from
+the model page of a derived 4.1-3B checkpoint, tags stripped, reconstructed) and from public descriptions of the
+Nanbeige4.2-3B template. Matched: the two default system prompts (identity prompt without tools; the Chinese
+tool-calling-expert prompt with tools, which the template joins to `# Tools` with no separator), the `# Tools` text,
+the tool-call JSON layout (string arguments verbatim, others through `tojson`), newline rules between content and
+tool calls, grouping of consecutive tool results into one user turn, the "last user query" rule (a user message
+wrapped in `<tool_response>...</tool_response>` does not count), extraction of `<think>...</think>` from an
+assistant's content when `reasoning_content` is absent, and a non-leading system message rendered as a plain turn.
+Departures, all deliberate and following model-facts.md:
+- Generation prompt `<|im_start|>assistant\n<think>\n` (an empty think block when enable_thinking=False). The 4.1
+  copy appends only `<|im_start|>assistant\n` and lets the model open `<think>` itself; the `<think>\n` suffix and
+  the enable_thinking switch are the 4.2 template's.
+- Every assistant turn carries a think block; reasoning of turns up to the last user query is dropped to an empty
+  block `<think>\n\n</think>\n\n`. The 4.1 copy omits the block entirely for those turns (and for later turns whose
+  reasoning is empty); the empty block is the 4.2 template's `preserve_thinking=false` form and keeps every
+  rendered assistant turn in the shape the model generates. The `keep_all_think` switch is not implemented.
+- Tool-call names go through `tojson` (identical output for ordinary names; the released template pastes the raw
+  name, which breaks the JSON when a name holds a quote).
+- List-of-parts content (multimodal) is rejected; the family's text model only ever sees strings here.
+The released template's text is not copied: the Jinja below is written for this project, and its parity with
+`render` is what tests/test_tokenizer.py checks through `transformers.AutoTokenizer.apply_chat_template`.
+"""
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer as HFTokenizer
+
+# The family's chat tokens, in the released id order (166100..166106); `<unk>` (id 0) doubles as pad.
+UNK, IM_START, IM_END, ENDOFTEXT = "<unk>", "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+THINK, THINK_END, TOOL_CALL, TOOL_CALL_END = "<think>", "</think>", "<tool_call>", "</tool_call>"
+SPECIAL_TOKENS = [IM_START, IM_END, ENDOFTEXT]  # special: dropped by decode(skip_special_tokens=True)
+ADDED_TOKENS = [THINK, THINK_END, TOOL_CALL, TOOL_CALL_END]  # ordinary added tokens: always decoded
+
+DEFAULT_SYSTEM_PROMPT = "你是南北阁，一款由BOSS直聘自主研发并训练的专业大语言模型。"
+TOOL_SYSTEM_PROMPT = (
+    "你是一位工具函数调用专家，你会得到一个问题和一组可能的工具函数。根据问题，你需要进行一个或多个函数/工具调用以实现目的，"
+    "请尽量尝试探索通过工具解决问题。\n如果没有一个函数可以使用，请直接使用自然语言回复用户。\n"
+    "如果给定的问题缺少函数所需的参数，请使用自然语言进行提问，向用户询问必要信息。\n"
+    "如果调用结果已经足够回答用户问题，请对历史结果进行总结，使用自然语言回复用户。"
+)
+TOOLS_HEADER = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+TOOLS_FOOTER = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+    "</tool_call>"
+)
+GENERATION_PROMPT = f"{IM_START}assistant\n{THINK}\n"
+NO_THINKING_SUFFIX = f"\n{THINK_END}\n\n"  # appended to GENERATION_PROMPT when enable_thinking=False
+ROLES = ("system", "user", "assistant", "tool")
+# transformers copies reasoning given under these older names into `reasoning_content` before templating; we do
+# the same so both renderers see the same conversation.
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _tojson(value) -> str:
+    # What transformers' `tojson` filter does (no HTML escaping, no ASCII escaping, ", " and ": " separators).
+    return json.dumps(value, ensure_ascii=False)
+
+
+# Our own Jinja rendering of the format above, written to reproduce `Tokenizer.render` exactly. The
+# {% generation %} blocks mark the assistant-produced text, so transformers' return_assistant_tokens_mask gives the
+# same mask as encode_chat. Kept in a raw string: the `\n` escapes are Jinja's to interpret.
+CHAT_TEMPLATE = (
+    r"""{#- Nanbeige4.1 chat format, written for nanbeige41 (nanbeige41/tokenizer.py documents it). -#}
+{%- set default_system = '""" + DEFAULT_SYSTEM_PROMPT + r"""' -%}
+{%- set tool_system = '""" + TOOL_SYSTEM_PROMPT.replace("\n", r"\n") + r"""' -%}
+{%- set has_system = messages and messages[0].role == 'system' -%}
+{{- '<|im_start|>system\n' -}}
+{%- if tools -%}
+    {{- (messages[0].content + '\n\n') if has_system else tool_system -}}
+    {{- '""" + TOOLS_HEADER.replace("\n", r"\n") + r"""' -}}
+    {%- for tool in tools -%}
+        {{- '\n' + (tool | tojson) -}}
+    {%- endfor -%}
+    {{- '""" + TOOLS_FOOTER.replace("\n", r"\n") + r"""' -}}
+{%- else -%}
+    {{- messages[0].content if has_system else default_system -}}
+{%- endif -%}
+{{- '<|im_end|>\n' -}}
+{#- The last real user query: reasoning of assistant turns up to it is dropped. -#}
+{%- set ns = namespace(last_query=(messages | length) - 1, found=false) -%}
+{%- for message in messages | reverse -%}
+    {%- if not ns.found and message.role == 'user' and message.content is string
+          and not (message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) -%}
+        {%- set ns.last_query = (messages | length) - 1 - loop.index0 -%}
+        {%- set ns.found = true -%}
+    {%- endif -%}
+{%- endfor -%}
+{%- for message in messages -%}
+    {%- set content = message.content if message.content is string else '' -%}
+    {%- if message.role == 'user' or (message.role == 'system' and not loop.first) -%}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' -}}
+    {%- elif message.role == 'assistant' -%}
+        {%- if message.reasoning_content is string -%}
+            {%- set reasoning = message.reasoning_content -%}
+        {%- elif '</think>' in content -%}
+            {%- set reasoning = content.split('</think>')[0].split('<think>')[-1] -%}
+            {%- set content = content.split('</think>')[-1] -%}
+        {%- else -%}
+            {%- set reasoning = '' -%}
+        {%- endif -%}
+        {%- if loop.index0 <= ns.last_query -%}
+            {%- set reasoning = '' -%}
+        {%- endif -%}
+        {%- set content = content.lstrip('\n') -%}
+        {{- '<|im_start|>assistant\n<think>\n' -}}
+        {%- generation -%}
+        {{- reasoning.strip('\n') + '\n</think>\n\n' + content -}}
+        {%- for call in message.tool_calls or [] -%}
+            {%- set call = call.function if call.function is defined else call -%}
+            {%- if not loop.first or content -%}
+                {{- '\n' -}}
+            {%- endif -%}
+            {{- '<tool_call>\n{"name": ' + (call.name | tojson) + ', "arguments": ' -}}
+            {{- call.arguments if call.arguments is string else (call.arguments | tojson) -}}
+            {{- '}\n</tool_call>' -}}
+        {%- endfor -%}
+        {{- '<|im_end|>' -}}
+        {%- endgeneration -%}
+        {{- '\n' -}}
+    {%- elif message.role == 'tool' -%}
+        {%- if loop.first or loop.previtem.role != 'tool' -%}
+            {{- '<|im_start|>user' -}}
+        {%- endif -%}
+        {{- '\n<tool_response>\n' + content + '\n</tool_response>' -}}
+        {%- if loop.last or loop.nextitem.role != 'tool' -%}
+            {{- '<|im_end|>\n' -}}
+        {%- endif -%}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n<think>\n' -}}
+    {%- if enable_thinking is defined and enable_thinking is false -%}
+        {{- '\n</think>\n\n' -}}
+    {%- endif -%}
+{%- endif -%}
+"""
+)
+
+
+def toy_tokenizer_path() -> Path:
+    """The committed toy tokenizer directory, `data/toy/tokenizer` at the repository root."""
+    return Path(__file__).resolve().parent.parent / "data" / "toy" / "tokenizer"
+
+
+class Tokenizer:
+    """The family's tokenizer: encode/decode plus the chat format (render, encode_chat, parse_assistant)."""
+
+    def __init__(self, tokenizer: HFTokenizer, pad_token: str | None = None):
+        # Add whichever chat tokens the vocabulary lacks (a plain BPE such as GPT-2's has none of them).
+        missing_special = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
+        tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in missing_special])
+        missing_added = [t for t in ADDED_TOKENS if tokenizer.token_to_id(t) is None]
+        tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in missing_added])
+        self._tokenizer = tokenizer
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self.im_start_id = tokenizer.token_to_id(IM_START)
+        self.im_end_id = tokenizer.token_to_id(IM_END)
+        self.eos_id = self.im_end_id  # generation stops at <|im_end|> (the model card passes eos_token_id=166101)
+        self.endoftext_id = tokenizer.token_to_id(ENDOFTEXT)
+        self.think_id = tokenizer.token_to_id(THINK)
+        self.think_end_id = tokenizer.token_to_id(THINK_END)
+        self.tool_call_id = tokenizer.token_to_id(TOOL_CALL)
+        self.tool_call_end_id = tokenizer.token_to_id(TOOL_CALL_END)
+        # Pad is <unk> (id 0) in the released family; fall back to <|endoftext|> for vocabularies without <unk>.
+        if pad_token is None or tokenizer.token_to_id(pad_token) is None:
+            pad_token = UNK if tokenizer.token_to_id(UNK) is not None else ENDOFTEXT
+        self.pad_token = pad_token
+        self.pad_id = tokenizer.token_to_id(pad_token)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    # ------------------------------------------------------------------ files
+
+    @classmethod
+    def from_pretrained(cls, path) -> "Tokenizer":
+        """Load a HF tokenizer directory (tokenizer.json, optionally tokenizer_config.json)."""
+        path = Path(path)
+        tokenizer_file = path / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise FileNotFoundError(f"{tokenizer_file} not found: Tokenizer.from_pretrained needs a tokenizer.json")
+        pad_token = None
+        config_file = path / "tokenizer_config.json"
+        if config_file.is_file():
+            pad = json.loads(config_file.read_text(encoding="utf-8")).get("pad_token")
+            pad_token = pad["content"] if isinstance(pad, dict) else pad
+        return cls(HFTokenizer.from_file(str(tokenizer_file)), pad_token=pad_token)
+
+    def save_pretrained(self, path) -> None:
+        """Write tokenizer.json, tokenizer_config.json (with our chat_template) and special_tokens_map.json.
+
+        Any chat template the loaded directory carried is replaced by ours; the result loads with
+        `transformers.AutoTokenizer.from_pretrained(path)`.
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self._tokenizer.save(str(path / "tokenizer.json"))
+        special_map = {"eos_token": IM_END, "pad_token": self.pad_token}
+        if self._tokenizer.token_to_id(UNK) is not None:
+            special_map["unk_token"] = UNK
+        added = self._tokenizer.get_added_tokens_decoder()
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **special_map,
+            "bos_token": None,  # nothing is prepended: every sequence starts with <|im_start|> from the template
+            "add_bos_token": False,
+            "add_eos_token": False,
+            "clean_up_tokenization_spaces": False,
+            "model_max_length": 262144,
+            "chat_template": CHAT_TEMPLATE,
+            "added_tokens_decoder": {
+                str(i): {
+                    "content": tok.content,
+                    "lstrip": tok.lstrip,
+                    "normalized": tok.normalized,
+                    "rstrip": tok.rstrip,
+                    "single_word": tok.single_word,
+                    "special": tok.special,
+                }
+                for i, tok in sorted(added.items())
+            },
+        }
+        (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        (path / "special_tokens_map.json").write_text(json.dumps(special_map, indent=2) + "\n", "utf-8")
+
+    # ------------------------------------------------------------------ text <-> ids
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`. Adds no BOS/EOS; special-token strings in the text become their ids."""
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    # ------------------------------------------------------------------ chat format
+
+    def render(self, messages, tools=None, add_generation_prompt: bool = False, enable_thinking: bool = True) -> str:
+        """The conversation as the model reads it (see the module docstring for the layout)."""
+        segments = self._segments(messages, tools, add_generation_prompt, enable_thinking)
+        return "".join(text for text, _ in segments)
+
+    def encode_chat(self, messages, tools=None) -> tuple[list[int], list[int]]:
+        """Token ids of `render(messages, tools)` and a loss mask: 1 on what the assistant wrote, else 0.
+
+        The mask of each assistant turn starts right after its `<|im_start|>assistant\\n<think>\\n` header and ends
+        with its `<|im_end|>` (included). Turns before the last user query are masked too, with the empty think
+        block they are rendered with; to train on each turn's own reasoning, call encode_chat on each prefix that
+        ends with that assistant turn.
+        """
+        ids, mask = [], []
+        for text, is_assistant in self._merged_segments(messages, tools):
+            piece = self.encode(text)
+            ids += piece
+            mask += [int(is_assistant)] * len(piece)
+        return ids, mask
+
+    def _merged_segments(self, messages, tools):
+        # Join neighbouring segments of the same kind: each prompt stretch is then encoded as one string, just as
+        # a rollout encodes its whole prompt at once.
+        merged = []
+        for text, is_assistant in self._segments(messages, tools, False, True):
+            if merged and merged[-1][1] == is_assistant:
+                merged[-1] = (merged[-1][0] + text, is_assistant)
+            elif text:
+                merged.append((text, is_assistant))
+        return merged
+
+    def _segments(self, messages, tools, add_generation_prompt, enable_thinking) -> list[tuple[str, bool]]:
+        """The rendered conversation as (text, written_by_assistant) pieces; CHAT_TEMPLATE mirrors this."""
+        messages = [_check_message(i, m) for i, m in enumerate(_check_list("messages", messages))]
+        if not messages:
+            raise ValueError("messages: empty conversation")
+        tools = [_check_tool(i, t) for i, t in enumerate(_check_list("tools", tools or []))]
+
+        has_system = messages[0]["role"] == "system"
+        system = "<|im_start|>system\n"
+        if tools:
+            system += messages[0]["content"] + "\n\n" if has_system else TOOL_SYSTEM_PROMPT
+            system += TOOLS_HEADER + "".join("\n" + _tojson(tool) for tool in tools) + TOOLS_FOOTER
+        else:
+            system += messages[0]["content"] if has_system else DEFAULT_SYSTEM_PROMPT
+        segments = [(system + f"{IM_END}\n", False)]
+
+        # Reasoning is kept only after the last real user query; a user message that merely carries
+        # <tool_response> blocks (older agent formats) does not count as a query.
+        last_query = len(messages) - 1
+        for i in reversed(range(len(messages))):
+            content = messages[i]["content"]
+            if messages[i]["role"] == "user" and not (
+                content.startswith("<tool_response>") and content.endswith("</tool_response>")
+            ):
+                last_query = i
+                break
+
+        for i, message in enumerate(messages):
+            role, content = message["role"], message["content"] or ""
+            if role == "user" or (role == "system" and i > 0):
+                segments.append((f"{IM_START}{role}\n{content}{IM_END}\n", False))
+            elif role == "assistant":
+                reasoning = message["reasoning_content"]
+                if reasoning is None:
+                    reasoning = ""
+                    if THINK_END in content:  # reasoning left inline in the content, as some datasets store it
+                        reasoning = content.split(THINK_END)[0].split(THINK)[-1]
+                        content = content.split(THINK_END)[-1]
+                if i <= last_query:
+                    reasoning = ""
+                content = content.lstrip("\n")
+                written = f"{reasoning.strip(chr(10))}\n{THINK_END}\n\n{content}"
+                for k, call in enumerate(message["tool_calls"]):
+                    if k > 0 or content:
+                        written += "\n"
+                    arguments = call["arguments"] if isinstance(call["arguments"], str) else _tojson(call["arguments"])
+                    written += f'{TOOL_CALL}\n{{"name": {_tojson(call["name"])}, "arguments": {arguments}}}\n{TOOL_CALL_END}'
+                segments += [(GENERATION_PROMPT, False), (written + IM_END, True), ("\n", False)]
+            elif role == "tool":
+                text = f"\n<tool_response>\n{content}\n</tool_response>"
+                if i == 0 or messages[i - 1]["role"] != "tool":
+                    text = f"{IM_START}user" + text
+                if i == len(messages) - 1 or messages[i + 1]["role"] != "tool":
+                    text += f"{IM_END}\n"
+                segments.append((text, False))
+        if add_generation_prompt:
+            segments.append((GENERATION_PROMPT + ("" if enable_thinking else NO_THINKING_SUFFIX), False))
+        return segments
+
+    def parse_assistant(self, text: str) -> dict:
+        """Split generated assistant text into reasoning, content and tool calls. Never raises on bad output.
+
+        `text` is what follows the generation prompt (`reasoning\\n</think>\\n\\ncontent...<|im_end|>`); a leading
+        `<think>` is accepted too. Returns dict(reasoning, content, tool_calls=[{name, arguments}], errors=[str]).
+        reasoning is None when no `</think>` was written: with a thinking generation prompt that means the
+        reasoning never closed (e.g. truncated) and `content` holds the unfinished reasoning.
+        """
+        errors = []
+        for stop in (IM_END, ENDOFTEXT):  # generation stops at the first end-of-turn; ignore anything after it
+            text = text.split(stop)[0]
+        reasoning = None
+        if THINK_END in text:
+            before, _, text = text.partition(THINK_END)
+            reasoning = before.split(THINK)[-1].strip("\n")
+            text = text.lstrip("\n")
+            if THINK_END in text:
+                errors.append("more than one </think>")
+        elif text.lstrip("\n").startswith(THINK):
+            errors.append("<think> block never closed")
+            reasoning, text = text.split(THINK, 1)[1].strip("\n"), ""
+
+        start = text.find(TOOL_CALL)
+        if start == -1:
+            return dict(reasoning=reasoning, content=text, tool_calls=[], errors=errors)
+        content = text[:start]
+        content = content[:-1] if content.endswith("\n") else content  # the separator render puts before a call
+        tool_calls = []
+        rest = text[start:]
+        position = 0
+        pattern = re.escape(TOOL_CALL) + r"(.*?)" + re.escape(TOOL_CALL_END)
+        for k, match in enumerate(re.finditer(pattern, rest, re.DOTALL)):
+            if rest[position : match.start()].strip():
+                errors.append(f"text between tool calls ignored: {rest[position:match.start()].strip()[:80]!r}")
+            position = match.end()
+            call, error = _parse_tool_call(match.group(1))
+            if error:
+                errors.append(f"tool_call {k}: {error}")
+            else:
+                tool_calls.append(call)
+        leftover = rest[position:].strip()
+        if leftover.startswith(TOOL_CALL):
+            errors.append("<tool_call> never closed")
+        elif leftover:
+            errors.append(f"text after tool calls ignored: {leftover[:80]!r}")
+        return dict(reasoning=reasoning, content=content, tool_calls=tool_calls, errors=errors)
+
+
+def _parse_tool_call(body: str) -> tuple[dict | None, str | None]:
+    """One `<tool_call>` body -> ({name, arguments}, None) or (None, reason)."""
+    try:
+        call = json.loads(body)
+    except json.JSONDecodeError as e:
+        return None, f"invalid JSON ({e.msg} at char {e.pos}): {body.strip()[:80]!r}"
+    if not isinstance(call, dict):
+        return None, f"expected a JSON object, got {type(call).__name__}"
+    name, arguments = call.get("name"), call.get("arguments")
+    if not isinstance(name, str) or not name:
+        return None, "missing or non-string 'name'"
+    if isinstance(arguments, str):  # arguments double-encoded as a JSON string: accept if it holds an object
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return None, f"'arguments' of {name!r} is a string that is not JSON"
+    if not isinstance(arguments, dict):
+        return None, f"'arguments' of {name!r} must be a JSON object"
+    return {"name": name, "arguments": arguments}, None
+
+
+# ---------------------------------------------------------------------- input checks
+
+
+def _check_list(field, value) -> list:
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{field}: expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def _check_tool(index, tool) -> dict:
+    if not isinstance(tool, dict):
+        raise ValueError(f"tools[{index}]: expected a dict (a JSON schema), got {type(tool).__name__}")
+    try:
+        json.dumps(tool)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"tools[{index}]: not JSON-serialisable ({e})") from None
+    return tool
+
+
+def _check_message(index, message) -> dict:
+    """Validate one OpenAI-style message; return it normalised to {role, content, reasoning_content, tool_calls}."""
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise ValueError(f"{where}: expected a dict, got {type(message).__name__}")
+    role = message.get("role")
+    if role not in ROLES:
+        raise ValueError(f"{where}.role: unknown role {role!r} (expected one of {', '.join(ROLES)})")
+    content = message.get("content")
+    if role == "assistant":
+        if content is not None and not isinstance(content, str):
+            raise ValueError(f"{where}.content: expected a string or None, got {type(content).__name__}")
+    elif not isinstance(content, str):
+        raise ValueError(f"{where}.content: expected a string, got {type(content).__name__}")
+    reasoning = next((message[k] for k in REASONING_FIELDS if message.get(k) is not None), None)
+    tool_calls = message.get("tool_calls") or []
+    if role != "assistant":
+        if reasoning is not None:
+            raise ValueError(f"{where}.reasoning_content: only assistant messages carry reasoning")
+        if tool_calls:
+            raise ValueError(f"{where}.tool_calls: only assistant messages carry tool calls")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise ValueError(f"{where}.reasoning_content: expected a string, got {type(reasoning).__name__}")
+    calls = []
+    for k, call in enumerate(_check_list(f"{where}.tool_calls", tool_calls)):
+        field = f"{where}.tool_calls[{k}]"
+        if isinstance(call, dict) and "function" in call:
+            call, field = call["function"], field + ".function"
+        if not isinstance(call, dict):
+            raise ValueError(f"{field}: expected a dict with 'name' and 'arguments'")
+        name, arguments = call.get("name"), call.get("arguments")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{field}.name: expected a non-empty string, got {name!r}")
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{field}.arguments: string is not valid JSON ({e.msg})") from None
+            if not isinstance(parsed, dict):
+                raise ValueError(f"{field}.arguments: JSON string must hold an object")
+        elif isinstance(arguments, dict):
+            try:
+                json.dumps(arguments)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{field}.arguments: not JSON-serialisable ({e})") from None
+        else:
+            raise ValueError(f"{field}.arguments: expected a dict or a JSON string, got {type(arguments).__name__}")
+        calls.append({"name": name, "arguments": arguments})
+    return {"role": role, "content": content, "reasoning_content": reasoning, "tool_calls": calls}
+
+
+# ---------------------------------------------------------------------- toy tokenizer
+
+
+def train_toy_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokenizer:
+    """Train a deterministic byte-level BPE with the family's chat tokens.
+
+    Layout: id 0 `<unk>` (also pad), then the learned byte-level vocabulary, then `<|im_start|>`, `<|im_end|>`,
+    `<|endoftext|>` (special) and `<think>`, `</think>`, `<tool_call>`, `</tool_call>` (ordinary added tokens) as
+    the last seven ids -- the released family's order, at the end of the vocabulary as there. `vocab_size` counts
+    all of them (fewer if the texts run out of merges). The chat format's fixed strings (default system prompts,
+    the # Tools instructions) are added to the training texts so that they compress in the toy world too.
+    Same texts => byte-identical tokenizer.json: the BPE trainer breaks ties by pair id, not hash order.
+    """
+    n_chat_tokens = len(SPECIAL_TOKENS) + len(ADDED_TOKENS)
+    if vocab_size < 256 + 1 + n_chat_tokens:
+        raise ValueError(f"vocab_size={vocab_size}: need at least 256 bytes + <unk> + {n_chat_tokens} chat tokens")
+    tokenizer = HFTokenizer(models.BPE(unk_token=UNK))
+    # Newlines are pre-tokens of their own: the boundary after the generation prompt's `<think>\n` can then never
+    # be merged into the reasoning's first token, so encode_chat's piecewise ids equal encode(render(...)).
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"\n"), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - n_chat_tokens,
+        special_tokens=[UNK],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    fixed_texts = [DEFAULT_SYSTEM_PROMPT, TOOL_SYSTEM_PROMPT, TOOLS_HEADER, TOOLS_FOOTER]
+    tokenizer.train_from_iterator(_chain(fixed_texts, texts), trainer=trainer)
+    return Tokenizer(tokenizer, pad_token=UNK)
+
+
+def _chain(first: list[str], rest: Iterable[str]):
+    yield from first
+    yield from rest
