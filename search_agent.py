@@ -1,0 +1,647 @@
+"""Deep-search agent (paper section 2.2): tools, offline wiki world, web backends, answer scoring,
+turn-level critic, scripted SFT trajectories.
+
+Tools (the model card's deep-search tool table, reduced to three functions):
+  search(query)          -> ranked results (title, url, snippet)        ~ Serper google_search
+  visit(url, goal, part) -> a goal-directed extract, or the page in parts ~ Jina scrape_and_extract_info
+  python(code)           -> runs only inside code_judge.py's sandbox    ~ the E2B sandbox server
+Backends: `local` (default, offline): a BM25 index in plain Python/numpy over nanbeige41/toy_world.py's
+shipped world (data/toy/world.json); `web`: a Serper-compatible search client and a Jina-Reader-compatible
+fetcher over `requests`, keys from SERPER_API_KEY / JINA_API_KEY (never logged), base URLs from
+SERPER_URL / JINA_URL, timeouts and retries with exponential back-off; every failure is an observation.
+
+Final-answer convention, used everywhere (SFT data, the loop, scoring): the final assistant turn has NO
+tool calls and its content is `<answer>X</answer>`; `extract_answer` reads the last such tag.
+
+Turn-level judgment (2.2.1 "logical soundness, tool-call accuracy, informational gain"): `RuleCritic`
+(offline, uses the gold path when known) and `LLMCritic` (fixed rubric, anchored verdict parsing) share
+`judge(question, turns, gold=None) -> [verdict or None per turn]`; a verdict holds the three scores in
+[0, 1] and `pass`. Failing turns are dropped from SFT data here and penalised by the GRPO agent stage.
+
+Answer scoring: SQuAD-normalised exact match, token F1, the GAIA scorer's rules, an LLM-judge option.
+
+    python -m nanbeige41.toy_world --out data/toy   # regenerates world, questions and the SFT trajectories
+
+Not covered: the paper's LLM-based page summarisation in `visit` (we extract sentences by term overlap),
+file upload/download sandbox tools, multiple agent frameworks for trajectory synthesis (one scripted
+expert walks the gold path instead).
+"""
+import json
+import math
+import os
+import random
+import re
+import string
+import time
+from collections import Counter
+
+import numpy as np
+import requests
+
+from nanbeige41 import toy_world
+
+WORLD_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "toy", "world.json")
+QUESTIONS_PATH = os.path.join(os.path.dirname(WORLD_PATH), "search_questions.jsonl")
+
+SYSTEM_PROMPT = ("You are a deep-search agent. Use the tools to find facts step by step. "
+                 "When you know the answer, reply without tool calls as <answer>ANSWER</answer>.")
+
+
+def _tool(name, description, properties, required):
+    # Property descriptions are left out: the names say enough and the toy context is ~1k tokens.
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": {k: {"type": t} for k, t in properties.items()}, "required": required}}}
+
+
+SEARCH_TOOL = _tool("search", "Web search: ranked results with title, url, snippet.", {"query": "string"}, ["query"])
+VISIT_TOOL = _tool("visit", "Read a page: the sentences relevant to goal, or part N of its text.",
+                   {"url": "string", "goal": "string", "part": "integer"}, ["url"])
+PYTHON_TOOL = _tool("python", "Run Python code in a sandbox; returns its output.", {"code": "string"}, ["code"])
+
+
+def format_answer(answer):
+    return f"<answer>{answer}</answer>"
+
+
+def extract_answer(content):
+    """The final answer in an assistant content, or None: the text of the last <answer>...</answer>."""
+    found = re.findall(r"<answer>(.*?)</answer>", content or "", flags=re.DOTALL)
+    return found[-1].strip() if found else None
+
+
+# -----------------------------------------------------------------------------
+# BM25 over the offline world
+
+STOPWORDS = set("a an the of in on at to for by and or is was are were be what which who whom whose where "
+                "when how did does do with from as it its this that".split())
+
+
+def terms(text):
+    return [t for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in STOPWORDS]
+
+
+def split_sentences(text):
+    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
+
+
+class BM25:
+    """Okapi BM25: score(d, q) = sum_t idf(t) * tf(t,d) (k1+1) / (tf(t,d) + k1 (1 - b + b |d| / avgdl)),
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)). Postings per term as numpy arrays, so a query costs
+    O(sum of its terms' document frequencies)."""
+
+    def __init__(self, docs, k1=1.5, b=0.75):
+        self.k1, self.b = k1, b
+        counts = [Counter(terms(d)) for d in docs]
+        self.n_docs = len(docs)
+        self.doc_len = np.array([sum(c.values()) for c in counts], dtype=np.float64)
+        postings = {}
+        for doc_id, c in enumerate(counts):
+            for term, tf in c.items():
+                postings.setdefault(term, ([], []))
+                postings[term][0].append(doc_id)
+                postings[term][1].append(tf)
+        self.postings = {t: (np.array(d, dtype=np.int64), np.array(f, dtype=np.float64))
+                         for t, (d, f) in postings.items()}
+        self.idf = {t: math.log(1 + (self.n_docs - len(d) + 0.5) / (len(d) + 0.5))
+                    for t, (d, _) in self.postings.items()}
+        # per-document length normaliser k1 (1 - b + b |d| / avgdl), precomputed once
+        self.norm = k1 * (1 - b + b * self.doc_len / max(self.doc_len.mean(), 1e-9))
+
+    def scores(self, query):
+        scores = np.zeros(self.n_docs)
+        for term in set(terms(query)):
+            if term in self.postings:
+                doc_ids, tf = self.postings[term]
+                scores[doc_ids] += self.idf[term] * tf * (self.k1 + 1) / (tf + self.norm[doc_ids])
+        return scores
+
+    def top(self, query, k):
+        scores = self.scores(query)
+        order = np.argsort(-scores, kind="stable")[:k]  # stable: ties keep document order (deterministic)
+        return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
+
+
+def best_sentences(text, query, n, idf=None):
+    """The n sentences of `text` sharing the most (idf-weighted) terms with `query`, in page order."""
+    wanted = set(terms(query))
+    sentences = split_sentences(text)
+    ranked = []
+    for i, s in enumerate(sentences):
+        overlap = sum((idf or {}).get(t, 1.0) for t in wanted & set(terms(s)))
+        if overlap > 0:
+            ranked.append((-overlap, i))
+    keep = sorted(i for _, i in sorted(ranked)[:n])
+    return [sentences[i] for i in keep]
+
+
+def _cap(text, limit):
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+class ToolError(Exception):
+    """A tool failure the model should see as an observation (never a crash of the loop)."""
+
+
+class LocalWiki:
+    """Offline search engine over the toy world: search via BM25, pages by URL, slug or exact title."""
+
+    def __init__(self, world):
+        self.entities = world["entities"]
+        self.by_slug = {e["id"]: e for e in self.entities}
+        self.by_title = {e["title"].lower(): e for e in self.entities}
+        # the title twice: a query naming an entity should rank that entity's own page first
+        self.index = BM25([f"{e['title']} {e['title']} {e['article']}" for e in self.entities])
+
+    @classmethod
+    def load(cls, path=WORLD_PATH):
+        return cls(toy_world.load_world(path))
+
+    def search(self, query, k):
+        hits = self.index.top(query, k)
+        return [{"title": self.entities[i]["title"], "url": self.entities[i]["url"],
+                 "snippet": " ".join(best_sentences(self.entities[i]["article"], query, 1, self.index.idf))}
+                for i, _ in hits]
+
+    def fetch(self, url):
+        key = url.strip().split("/wiki/")[-1].split("#")[0]
+        e = self.by_slug.get(key) or self.by_title.get(key.replace("_", " ").lower())
+        if e is None:
+            raise ToolError(f"page not found: {url}")
+        page = f"{e['article']} Last modified on {e['last_modified']}."
+        return e["title"], e["url"], page
+
+
+# -----------------------------------------------------------------------------
+# Web backends (Serper / Jina Reader compatible) over requests
+
+def request_with_retries(method, url, *, retries=3, backoff_s=0.5, timeout_s=15.0, what="request",
+                         session=None, **kwargs):
+    """One HTTP call with retries on timeouts, connection errors, 429 and 5xx (back-off doubles each
+    time). Raises ToolError with a message that holds no header (the API key stays out of every log)."""
+    session = session or requests
+    last = ""
+    for attempt in range(retries + 1):
+        try:
+            resp = session.request(method, url, timeout=timeout_s, **kwargs)
+            if resp.status_code < 400:
+                return resp
+            last = f"HTTP {resp.status_code}"
+            if resp.status_code != 429 and resp.status_code < 500:
+                break  # a client error does not get better by asking again
+        except requests.Timeout:
+            last = f"timeout after {timeout_s:g}s"
+        except requests.RequestException as e:
+            last = f"connection error ({type(e).__name__})"
+        if attempt < retries:
+            time.sleep(backoff_s * 2 ** attempt)
+    raise ToolError(f"{what} failed: {last} after {attempt + 1} attempt(s)")
+
+
+class SerperSearch:
+    """POST {base}/search {"q", "num"} with header X-API-KEY; reads `organic` [{title, link, snippet}]."""
+
+    def __init__(self, base_url=None, api_key_env="SERPER_API_KEY", **http):
+        self.base_url = (base_url or os.environ.get("SERPER_URL", "https://google.serper.dev")).rstrip("/")
+        self.api_key_env, self.http = api_key_env, http
+
+    def search(self, query, k):
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ToolError(f"search unavailable: {self.api_key_env} is not set")
+        resp = request_with_retries("POST", self.base_url + "/search", what="search", json={"q": query, "num": k},
+                                    headers={"X-API-KEY": key, "Content-Type": "application/json"}, **self.http)
+        try:
+            organic = resp.json().get("organic", [])
+        except ValueError:
+            raise ToolError("search failed: response is not JSON")
+        return [{"title": r.get("title", ""), "url": r.get("link", ""), "snippet": r.get("snippet", "")}
+                for r in organic[:k]]
+
+
+class JinaReader:
+    """GET {base}/{url} with Accept: application/json; reads data.{title, url, content} (plain text too)."""
+
+    def __init__(self, base_url=None, api_key_env="JINA_API_KEY", **http):
+        self.base_url = (base_url or os.environ.get("JINA_URL", "https://r.jina.ai")).rstrip("/")
+        self.api_key_env, self.http = api_key_env, http
+
+    def fetch(self, url):
+        headers = {"Accept": "application/json"}
+        if os.environ.get(self.api_key_env):  # Jina Reader also answers without a key, at a lower rate
+            headers["Authorization"] = "Bearer " + os.environ[self.api_key_env]
+        resp = request_with_retries("GET", f"{self.base_url}/{url}", what="visit", headers=headers, **self.http)
+        try:
+            data = resp.json().get("data") or {}
+            return data.get("title", ""), data.get("url", url), data.get("content", "")
+        except ValueError:
+            return "", url, resp.text
+
+
+# -----------------------------------------------------------------------------
+# Tools
+
+class Toolbox:
+    """Dispatch by name; `call` returns (observation, ok). Bad arguments and backend failures come back
+    as an error observation with ok=False, never as an exception."""
+
+    def __init__(self, searcher, reader, python_runner=None, top_k=3, snippet_chars=160, part_chars=1500,
+                 extract_sentences=3, extract_chars=500):
+        self.searcher, self.reader, self.python_runner = searcher, reader, python_runner
+        self.top_k, self.snippet_chars, self.part_chars = top_k, snippet_chars, part_chars
+        self.extract_sentences, self.extract_chars = extract_sentences, extract_chars
+        self.schemas = [SEARCH_TOOL, VISIT_TOOL] + ([PYTHON_TOOL] if python_runner else [])
+        self.names = [t["function"]["name"] for t in self.schemas]
+
+    def call(self, name, arguments):
+        if name not in self.names:
+            return f"Error: unknown tool '{name}'. Available tools: {', '.join(self.names)}.", False
+        if not isinstance(arguments, dict):
+            return f"Error: arguments of {name} must be a JSON object.", False
+        schema = next(t for t in self.schemas if t["function"]["name"] == name)["function"]["parameters"]
+        missing = [k for k in schema["required"] if k not in arguments]
+        unknown = [k for k in arguments if k not in schema["properties"]]
+        if missing or unknown:
+            return (f"Error: bad arguments for {name}: missing {missing}, unknown {unknown}; "
+                    f"expected {list(schema['properties'])}."), False
+        try:
+            return getattr(self, "_" + name)(**arguments), True
+        except ToolError as e:
+            return f"Error: {e}", False
+        except Exception as e:  # a tool bug must not kill a 600-turn rollout; the model sees it and moves on
+            return f"Error: {name} raised {type(e).__name__}: {_cap(str(e), 200)}", False
+
+    def _search(self, query):
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("search needs a non-empty query string")
+        results = self.searcher.search(query, self.top_k)
+        if not results:
+            return f"No results for '{_cap(query, 100)}'."
+        return "\n".join(f"{i}. {r['title']} | {r['url']}\n{_cap(r['snippet'], self.snippet_chars)}"
+                         for i, r in enumerate(results, 1))
+
+    def _visit(self, url, goal="", part=1):
+        if not isinstance(url, str) or not url.strip():
+            raise ToolError("visit needs a url string")
+        title, url, text = self.reader.fetch(url)
+        parts = [text[i:i + self.part_chars] for i in range(0, max(len(text), 1), self.part_chars)]
+        if goal:
+            extract = best_sentences(text, goal, self.extract_sentences, getattr(self.searcher, "index", None)
+                                     and self.searcher.index.idf)
+            if extract:
+                return f"{title} | {url}\n" + _cap(" ".join(extract), self.extract_chars)
+        if not isinstance(part, int) or not 1 <= part <= len(parts):
+            raise ToolError(f"part must be an integer from 1 to {len(parts)}")
+        note = "" if not goal else f"Nothing on '{_cap(goal, 80)}' found; "
+        return f"{title} | {url} ({note}part {part} of {len(parts)})\n{parts[part - 1]}"
+
+    def _python(self, code):
+        if not isinstance(code, str):
+            raise ToolError("python needs a code string")
+        return self.python_runner(code)
+
+
+def python_runner_from_code_judge():
+    """The python tool runs only through code_judge.py's sandbox; None when that module has no runner."""
+    try:
+        import code_judge
+    except ImportError:
+        return None
+    run = getattr(code_judge, "run_sandboxed", None) or getattr(code_judge, "run_in_sandbox", None)
+    if run is None:
+        return None
+
+    def runner(code):
+        result = run(code)
+        out = result.get("stdout", "") if isinstance(result, dict) else str(result)
+        err = result.get("stderr", "") if isinstance(result, dict) else ""
+        return _cap((out + ("\n[stderr]\n" + err if err else "")).strip() or "(no output)", 2000)
+    return runner
+
+
+def make_toolbox(backend="local", world_path=WORLD_PATH, with_python=True, **kwargs):
+    if backend == "local":
+        wiki = LocalWiki.load(world_path)
+        searcher = reader = wiki
+    elif backend == "web":
+        searcher, reader = SerperSearch(), JinaReader()
+    else:
+        raise ValueError(f"unknown backend {backend!r} (local, web)")
+    return Toolbox(searcher, reader, python_runner_from_code_judge() if with_python else None, **kwargs)
+
+
+# -----------------------------------------------------------------------------
+# Answer scoring
+
+def normalize_answer(s):
+    """SQuAD: lower case, drop punctuation and the articles a/an/the, collapse whitespace."""
+    s = "".join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def exact_match(prediction, gold):
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction, gold):
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if not pred or not ref:
+        return float(pred == ref)
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _as_number(s):
+    try:
+        return float(str(s).replace("$", "").replace("%", "").replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+def _gaia_str(s, drop_punctuation=True):
+    s = re.sub(r"\s", "", str(s)).lower()
+    return s.translate(str.maketrans("", "", string.punctuation)) if drop_punctuation else s
+
+
+def gaia_match(prediction, gold):
+    """The GAIA scorer's rules: a numeric gold is compared as a number after stripping `$ % ,` from the
+    prediction; a gold containing `,` or `;` is a list compared item by item (same length, numbers as
+    numbers, strings without whitespace, case-insensitive); otherwise strings compared ignoring
+    whitespace, punctuation and case."""
+    prediction = "None" if prediction is None else str(prediction)
+    gold = str(gold)
+    if _as_number(gold) is not None and "," not in gold:
+        return _as_number(prediction) == float(gold)
+    if "," in gold or ";" in gold:
+        gold_items, pred_items = re.split(r"[,;]", gold), re.split(r"[,;]", prediction)
+        if len(gold_items) != len(pred_items):
+            return False
+        return all((_as_number(p) == float(g)) if _as_number(g) is not None else
+                   _gaia_str(p, drop_punctuation=False) == _gaia_str(g, drop_punctuation=False)
+                   for p, g in zip(pred_items, gold_items))
+    return _gaia_str(prediction) == _gaia_str(gold)
+
+
+JUDGE_PROMPT = """You grade answers. Question: {question}
+Gold answer: {gold}
+Predicted answer: {prediction}
+Is the predicted answer correct (same meaning as the gold answer)? Reply with one line: "correct: yes" or "correct: no"."""
+
+
+def parse_judge_verdict(text):
+    """True / False from the judge's last line starting with `correct:`; None when there is none.
+    Anchored at the line start so "incorrect: yes" or "not correct: yes" never reads as a yes."""
+    found = re.findall(r"^[\s*_#>-]*correct[\s*_]*:[\s*_]*(yes|no)\b", text or "", flags=re.I | re.M)
+    return None if not found else found[-1].lower() == "yes"
+
+
+def llm_judge(question, prediction, gold, chat):
+    """chat: messages -> reply text (see endpoint_chat). Returns True/False, None if unparsable."""
+    reply = chat([{"role": "user", "content": JUDGE_PROMPT.format(question=question, gold=gold,
+                                                                  prediction=prediction)}])
+    return parse_judge_verdict(reply)
+
+
+def score_answer(prediction, gold, method="gaia", question="", chat=None):
+    """All scores of one answer; `correct` is the one chosen by `method` (gaia | em | f1 | llm)."""
+    if prediction is None:
+        return {"em": 0.0, "f1": 0.0, "gaia": False, "correct": False}
+    scores = {"em": exact_match(prediction, gold), "f1": token_f1(prediction, gold),
+              "gaia": gaia_match(prediction, gold)}
+    if method == "llm":
+        scores["llm"] = llm_judge(question, prediction, gold, chat)
+    scores["correct"] = {"gaia": scores["gaia"], "em": scores["em"] == 1.0, "f1": scores["f1"] >= 0.5,
+                         "llm": bool(scores.get("llm"))}[method]
+    return scores
+
+
+def endpoint_chat(url, model, api_key_env="OPENAI_API_KEY", max_tokens=512, temperature=0.0, **http):
+    """A chat function over an OpenAI-compatible /v1/chat/completions endpoint: messages -> reply text."""
+    def chat(messages):
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get(api_key_env):
+            headers["Authorization"] = "Bearer " + os.environ[api_key_env]
+        resp = request_with_retries("POST", url.rstrip("/") + "/chat/completions", what="chat", headers=headers,
+                                    json={"model": model, "messages": messages, "max_tokens": max_tokens,
+                                          "temperature": temperature}, **http)
+        return resp.json()["choices"][0]["message"].get("content") or ""
+    return chat
+
+
+# -----------------------------------------------------------------------------
+# Turn-level critic (paper 2.2.1): logical soundness, tool-call accuracy, information gain
+
+DIMENSIONS = ("logical_soundness", "tool_call_accuracy", "information_gain")
+
+
+def _calls_key(call):
+    return json.dumps([call.get("name"), call.get("arguments")], sort_keys=True, ensure_ascii=False)
+
+
+class RuleCritic:
+    """Rule-based judge for the offline world. A turn is a dict with `tool_calls` [{name, arguments}],
+    `observations` [str], `ok` [bool per call], `parse_errors` [str], `final_answer` (str or None).
+      tool_call_accuracy: fraction of calls that parsed, named a known tool with valid arguments and ran;
+      logical_soundness:  0 for a repeated call, 0.5 for a call grounded in nothing seen so far (a query
+                          sharing no word with the question and earlier observations, a url never shown);
+      information_gain:   with the gold path, 1 if the observations first reveal a gold-path entity, its
+                          page url or the answer; without it, the fraction of new words, scaled (>= 0.3 -> 1).
+    pass: every dimension >= threshold. The final-answer turn gets None (the answer score judges it)."""
+
+    def __init__(self, threshold=0.5):
+        self.threshold = threshold
+
+    def judge(self, question, turns, gold=None):
+        seen_text = question.lower()
+        seen_calls = set()
+        gold_items = []
+        if gold:
+            gold_items = [gold["answer"].lower(), gold.get("head_url", "").lower()]
+            if gold["answer"].isdigit():  # pages print numbers with thousands separators
+                gold_items.append(f"{int(gold['answer']):,}")
+            for hop in gold.get("path", []):
+                gold_items.append(hop["title"].lower())
+                if hop.get("entity"):
+                    gold_items.append((toy_world.BASE_URL + hop["entity"]).lower())
+            gold_items = [g for g in gold_items if g]
+        verdicts = []
+        for turn in turns:
+            calls = turn.get("tool_calls") or []
+            if not calls and not turn.get("parse_errors") and turn.get("final_answer") is not None:
+                verdicts.append(None)
+                continue
+            n_ok = sum(bool(ok) for ok in turn.get("ok", []))
+            accuracy = n_ok / max(len(calls) + len(turn.get("parse_errors") or []), 1)
+            soundness = 1.0
+            for call in calls:
+                args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+                grounded_in = " ".join(str(v) for v in args.values()).lower()
+                if _calls_key(call) in seen_calls:
+                    soundness = 0.0
+                elif call.get("name") == "visit" and str(args.get("url", "")).lower() not in seen_text:
+                    soundness = min(soundness, 0.5)
+                elif call.get("name") == "search" and not set(terms(grounded_in)) & set(terms(seen_text)):
+                    soundness = min(soundness, 0.5)
+                seen_calls.add(_calls_key(call))
+            observed = "\n".join(o for o, ok in zip(turn.get("observations", []), turn.get("ok", [])) if ok).lower()
+            if gold_items:
+                gain = float(any(g in observed and g not in seen_text for g in gold_items))
+            else:
+                new_words = set(terms(observed)) - set(terms(seen_text))
+                gain = min(1.0, len(new_words) / max(len(set(terms(observed))), 1) / 0.3)
+            seen_text += "\n" + observed
+            scores = {"logical_soundness": soundness, "tool_call_accuracy": accuracy, "information_gain": gain}
+            verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()), "judge": "rule"})
+        return verdicts
+
+
+CRITIC_RUBRIC = """You are a strict critic of one step of a search agent.
+Question: {question}
+Earlier steps (most recent last):
+{history}
+This step:
+reasoning: {reasoning}
+tool calls: {calls}
+observations: {observations}
+
+Score this step from 0 to 10 on each dimension:
+- logical_soundness: does the step follow from the question and what is known so far (no repetition)?
+- tool_call_accuracy: is the call well-formed, the right tool, with sensible arguments, and did it run?
+- information_gain: did the observation bring new information needed for the answer?
+Reply with exactly these four lines:
+logical_soundness: <0-10>
+tool_call_accuracy: <0-10>
+information_gain: <0-10>
+verdict: pass or fail"""
+
+
+def parse_critic_reply(text, threshold=0.5):
+    """Anchored, case-insensitive parse of the rubric's four lines; the last occurrence of each wins.
+    Returns a verdict dict, or one with pass False and `parse_error` when a score is missing."""
+    scores = {}
+    for dim in DIMENSIONS:
+        found = re.findall(rf"^[\s*_#>-]*{dim}[\s*_]*:[\s*_]*(\d+(?:\.\d+)?)", text or "", flags=re.I | re.M)
+        if found:
+            scores[dim] = min(float(found[-1]), 10.0) / 10.0
+    verdict = re.findall(r"^[\s*_#>-]*verdict[\s*_]*:[\s*_]*(pass|fail)\b", text or "", flags=re.I | re.M)
+    if len(scores) < len(DIMENSIONS):
+        return {**{d: scores.get(d, 0.0) for d in DIMENSIONS}, "pass": False, "judge": "llm",
+                "parse_error": "missing " + ", ".join(d for d in DIMENSIONS if d not in scores)}
+    by_scores = all(v >= threshold for v in scores.values())
+    # the stated verdict can only make the judgment stricter: a "pass" with a failing score still fails
+    passed = by_scores and (not verdict or verdict[-1].lower() == "pass")
+    return {**scores, "pass": passed, "judge": "llm"}
+
+
+class LLMCritic:
+    """The same interface as RuleCritic, judged by a language model through `chat(messages) -> text`
+    (endpoint_chat, or this project's model through search_agent's ModelPolicy.chat)."""
+
+    def __init__(self, chat, threshold=0.5, history_turns=4, obs_chars=600):
+        self.chat, self.threshold = chat, threshold
+        self.history_turns, self.obs_chars = history_turns, obs_chars
+
+    def judge(self, question, turns, gold=None):
+        verdicts, history = [], []
+        for turn in turns:
+            calls = turn.get("tool_calls") or []
+            if not calls and not turn.get("parse_errors") and turn.get("final_answer") is not None:
+                verdicts.append(None)
+                continue
+            calls_text = json.dumps(calls, ensure_ascii=False) if calls else "none; " + "; ".join(
+                turn.get("parse_errors") or ["no tool call and no answer"])
+            observations = _cap(" || ".join(turn.get("observations", [])), self.obs_chars)
+            prompt = CRITIC_RUBRIC.format(question=question, history="\n".join(history[-self.history_turns:])
+                                          or "(none)", reasoning=_cap(turn.get("reasoning") or "", 400),
+                                          calls=calls_text, observations=observations or "(none)")
+            try:
+                verdict = parse_critic_reply(self.chat([{"role": "user", "content": prompt}]), self.threshold)
+            except ToolError as e:
+                verdict = {**{d: 0.0 for d in DIMENSIONS}, "pass": False, "judge": "llm", "parse_error": str(e)}
+            verdicts.append(verdict)
+            history.append(f"- {calls_text} -> {_cap(observations, 150)}")
+        return verdicts
+
+
+# -----------------------------------------------------------------------------
+# Scripted expert trajectories for SFT (paper 2.2.1 "trajectory synthesis", one expert instead of many)
+
+def _sentence_naming(observation, targets):
+    """The first sentence of a snippet or extract that names one of `targets` (result header lines, which
+    only list a page, do not count: a page titled X is no evidence of the fact)."""
+    for line in observation.split("\n"):
+        if re.match(r"^(\d+\. )?.* \| \S+( \(.*\))?$", line):
+            continue
+        for sentence in split_sentences(line):
+            if any(t in sentence for t in targets):
+                return sentence.strip()
+    return None
+
+
+def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_chars=2800):
+    """OpenAI-messages records solving `questions` by search/visit hops along each gold path.
+
+    The expert searches "<known entity> <relation words>"; when the result snippets already name the next
+    entity it moves on, otherwise it visits the known entity's page with a goal. Observations come from the
+    real tools, so the data matches what the agent sees in RL. Trajectories with a turn the critic fails,
+    or whose path the tools cannot resolve, are dropped (the paper's turn-level filtering), and so are
+    records over `max_chars` of JSON (messages + tools): a toy model's context is ~1k tokens, and a 4096-
+    vocab BPE trained on this text gives 3.0-3.9 characters per token, so 2800 stays under ~900 tokens."""
+    rng = random.Random(seed)
+    toolbox = toolbox or Toolbox(LocalWiki(world), None, top_k=3)
+    toolbox.reader = toolbox.reader or toolbox.searcher
+    critic = critic or RuleCritic()
+    index = {e["id"]: e for e in world["entities"]}
+    records = []
+    for q in questions:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": q["question"]}]
+        turns, known, reasoning = [], index[q["head"]], None
+        solved = True
+        for hop in q["path"]:
+            target = hop["title"]
+            targets = [target, f"{int(target):,}"] if target.isdigit() else [target]
+            need = (toy_world.RELATIONS[hop["relation"]][3] if hop["relation"] in toy_world.RELATIONS
+                    else "the " + hop["relation"].replace("_", " ") + " of {x}").format(x=known["title"])
+            step_reasoning = (reasoning + " " if reasoning else "") + f"I need {need}."
+            keywords = toy_world.SEARCH_KEYWORDS[hop["relation"]]
+            goal = need if rng.random() < 0.5 else f"{keywords} {known['title']}"  # two phrasings, for variety
+            name, args = "search", {"query": f"{known['title']} {keywords}"}
+            found_sentence = None
+            for attempt in range(3):
+                obs, ok = toolbox.call(name, args)
+                turns.append({"tool_calls": [{"name": name, "arguments": args}], "observations": [obs], "ok": [ok],
+                              "reasoning": step_reasoning if attempt == 0 else f"Not there yet; {need} is still needed."})
+                messages.append({"role": "assistant", "reasoning_content": turns[-1]["reasoning"], "content": "",
+                                 "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]})
+                messages.append({"role": "tool", "content": obs})
+                found_sentence = _sentence_naming(obs, targets)
+                if found_sentence or name == "visit":
+                    break
+                if known["url"] in obs:  # the right page is listed but its snippet is about something else
+                    name, args = "visit", {"url": known["url"], "goal": goal}
+                elif attempt == 0:       # the page is not listed: search for the entity itself
+                    name, args = "search", {"query": known["title"]}
+                else:
+                    break
+            if found_sentence is None:
+                solved = False
+                break
+            reasoning = _cap(found_sentence, 200)
+            known = index[hop["entity"]] if hop.get("entity") else known
+        if not solved:
+            continue
+        answer = q["answer"]
+        turns.append({"tool_calls": [], "observations": [], "ok": [], "final_answer": answer})
+        messages.append({"role": "assistant", "reasoning_content": f"{reasoning} So the answer is {answer}.",
+                         "content": format_answer(answer)})
+        gold = {**q, "head_url": index[q["head"]]["url"]}
+        verdicts = critic.judge(q["question"], turns, gold)
+        record = {"messages": messages, "tools": [SEARCH_TOOL, VISIT_TOOL], "domain": "search",
+                  "id": q["id"], "answer": answer}
+        size = len(json.dumps(messages, ensure_ascii=False)) + len(json.dumps(record["tools"]))
+        if all(v is None or v["pass"] for v in verdicts) and size <= max_chars:
+            records.append(record)
+    return records
