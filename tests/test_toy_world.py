@@ -1,0 +1,132 @@
+"""The toy wiki world: byte-identical regeneration, internal consistency, head selection, walks, questions."""
+import datetime
+import os
+import random
+from collections import Counter
+
+import pytest
+
+from nanbeige41 import toy_world
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "data", "toy")
+FILES = ["world.json", "search_questions.jsonl", "search_sft.jsonl"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return toy_world.load_world(os.path.join(DATA, "world.json"))
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return toy_world.load_questions(os.path.join(DATA, "search_questions.jsonl"))
+
+
+def test_regeneration_gives_identical_bytes(tmp_path):
+    toy_world.generate_files(str(tmp_path))
+    for name in FILES:
+        with open(os.path.join(DATA, name), "rb") as shipped, open(tmp_path / name, "rb") as fresh:
+            assert shipped.read() == fresh.read(), f"{name} differs from a fresh `python -m nanbeige41.toy_world`"
+
+
+def test_shipped_files_are_small():
+    assert sum(os.path.getsize(os.path.join(DATA, n)) for n in FILES) < 2_000_000
+
+
+def test_other_seed_gives_other_world():
+    assert toy_world.generate_world(1)["entities"][0]["title"] != toy_world.generate_world(0)["entities"][0]["title"]
+
+
+def test_world_is_consistent(world):
+    index = {e["id"]: e for e in world["entities"]}
+    types = Counter(e["type"] for e in world["entities"])
+    assert len(world["entities"]) >= 300 and len(types) == 7
+    assert len({e["title"] for e in world["entities"]}) == len(world["entities"])  # unique names
+    for e in world["entities"]:
+        for rel, obj in e["relations"].items():
+            subject_type, object_type, inverse = toy_world.RELATIONS[rel][:3]
+            assert e["type"] == subject_type and index[obj]["type"] == object_type, (e["id"], rel)
+            if inverse:  # a unique inverse points straight back
+                assert index[obj]["relations"][inverse] == e["id"], (e["id"], rel)
+            # the article states the fact: the object's name appears on the subject's page
+            assert index[obj]["title"] in e["article"], (e["id"], rel)
+        for attr, (attr_type, _) in toy_world.ATTRIBUTES.items():
+            if attr in e["attributes"]:
+                value = e["attributes"][attr]
+                assert (f"{value:,}" if isinstance(value, int) and value > 9999 else str(value)) in e["article"]
+        # the nationality in a person's article is that of their birthplace
+        if e["type"] == "person":
+            country = index[index[e["relations"]["born_in"]]["relations"]["located_in"]]["title"]
+            assert f"from {country}." in e["article"]
+            if "won" in e["relations"]:
+                assert e["attributes"]["won_year"] >= index[e["relations"]["won"]]["attributes"]["first_awarded"]
+    for e in world["entities"]:
+        if e["type"] == "product":
+            maker = index[e["relations"]["made_by"]]
+            assert e["attributes"]["launch_year"] > maker["attributes"]["founded_year"]
+
+
+def test_time_aware_head_selection(world):
+    ref = datetime.date.fromisoformat(world["reference_date"])
+    recent = set(toy_world.recent_entities(world, months=6))
+    for e in world["entities"]:
+        age = (ref - datetime.date.fromisoformat(e["last_modified"])).days
+        assert 0 <= age <= 731
+        assert (e["id"] in recent) == (age <= 183)
+    assert 0.2 < len(recent) / len(world["entities"]) < 0.5
+    assert len(toy_world.recent_entities(world, months=1)) < len(recent)
+
+
+def test_conditional_random_walk(world):
+    graph = toy_world.build_graph(world)
+    index = {e["id"]: e for e in world["entities"]}
+    rng = random.Random(0)
+    heads = toy_world.recent_entities(world)
+    n_found = 0
+    for head in heads[:60]:
+        for length in (1, 2, 3, 4):
+            walk = toy_world.random_walk(graph, head, length, rng, end_types={"country", "city"}, entities=index)
+            if walk is None:
+                continue
+            n_found += 1
+            nodes = [head] + [obj for _, obj in walk]
+            assert len(walk) == length and len(set(nodes)) == len(nodes)
+            assert index[nodes[-1]]["type"] in {"country", "city"}
+            for (rel, obj), source in zip(walk, nodes):
+                assert (rel, obj) in graph[source]
+            for (r1, _), (r2, _) in zip(walk, walk[1:]):
+                assert toy_world.RELATIONS[r1][2] != r2  # never straight back along the inverse
+    assert n_found > 100
+    # the search is exhaustive: with no simple path of 40 hops in this world, the answer is None, not a shorter walk
+    assert toy_world.random_walk(graph, heads[0], 40, rng, entities=index) is None
+
+
+def test_questions_follow_their_gold_paths(world, questions):
+    index = {e["id"]: e for e in world["entities"]}
+    recent = set(toy_world.recent_entities(world))
+    assert len(questions) >= 300
+    assert {q["split"] for q in questions} == {"train", "test"}
+    assert set(Counter(q["hops"] for q in questions)) == {1, 2, 3, 4}
+    assert len({q["question"] for q in questions}) == len(questions)
+    for q in questions:
+        assert q["head"] in recent and q["head_title"] in q["question"]
+        node = q["head"]
+        for hop in q["path"]:
+            if hop["entity"] is None:  # attribute hop: the answer is a value of the current node
+                assert str(index[node]["attributes"][hop["relation"]]) == q["answer"]
+            else:
+                assert index[node]["relations"][hop["relation"]] == hop["entity"]
+                node = hop["entity"]
+        if q["path"][-1]["entity"] is not None:
+            assert index[node]["title"] == q["answer"]
+        assert len(q["path"]) == q["hops"]
+
+
+def test_question_templates():
+    index = {"a": {"title": "Ada Sol", "attributes": {}}, "k": {"title": "Kessa", "attributes": {"population": 5}},
+             "v": {"title": "Velmoria", "attributes": {}}}
+    q, a = toy_world.synthesize_question(index, "a", [("born_in", "k"), ("located_in", "v")])
+    assert (q, a) == ("In which country is the birthplace of Ada Sol?", "Velmoria")
+    q, a = toy_world.synthesize_question(index, "a", [("born_in", "k")], attribute="population")
+    assert (q, a) == ("What is the population of the birthplace of Ada Sol?", "5")
