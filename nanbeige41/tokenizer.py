@@ -1,4 +1,4 @@
-"""Tokenizer and chat format of the Nanbeige4.1 family.
+r"""Tokenizer and chat format of the Nanbeige4.1 family.
 
 What is here
 - `Tokenizer`: a thin wrapper around a `tokenizers.Tokenizer` (a standard HF `tokenizer.json`) that knows the
@@ -6,20 +6,47 @@ What is here
 - `train_toy_tokenizer`: a deterministic byte-level BPE for the toy world, with the family's special tokens.
 - `toy_tokenizer_path`: where the committed toy tokenizer lives (`data/toy/tokenizer`).
 
-The chat format (model-facts.md, "Chat format"), shown on one turn with a tool:
+The chat format (model-facts.md, "Chat format"): a conversation with tools, one tool-calling step and a
+generation prompt renders as
 
-    <|im_start|>system\n{system}\n\n# Tools\n\n...<tools>\n{tool json}\n</tools>\n\n...</tool_call><|im_end|>\n
-    <|im_start|>user\n{query}<|im_end|>\n
-    <|im_start|>assistant\n<think>\n{reasoning}\n</think>\n\n{content}\n<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call><|im_end|>\n
-    <|im_start|>user\n<tool_response>\n{result 1}\n</tool_response>\n<tool_response>\n{result 2}\n</tool_response><|im_end|>\n
-    <|im_start|>assistant\n<think>\n                      <- generation prompt
+    <|im_start|>system
+    {system prompt}
+
+    # Tools
+    ...<tools>
+    {"type": "function", "function": {...}}        <- one tool schema per line
+    </tools>
+    ...</tool_call><|im_end|>
+    <|im_start|>user
+    {query}<|im_end|>
+    <|im_start|>assistant
+    <think>
+    {reasoning}
+    </think>
+
+    {content}
+    <tool_call>
+    {"name": "search", "arguments": {"q": "..."}}
+    </tool_call><|im_end|>
+    <|im_start|>user
+    <tool_response>
+    {result 1}
+    </tool_response>
+    <tool_response>
+    {result 2}
+    </tool_response><|im_end|>
+    <|im_start|>assistant
+    <think>
+                                                   <- the generation prompt ends here; the model writes on
 
 Loss mask (encode_chat) and generation agree on one boundary: the generation prompt
 `<|im_start|>assistant\n<think>\n` is prompt (mask 0); everything the model writes after it -- reasoning,
 `\n</think>\n\n`, content, tool calls and the closing `<|im_end|>` -- is mask 1; the `\n` after `<|im_end|>` is
 prompt again (generation stops at `<|im_end|>`). encode_chat encodes the prompt pieces and the assistant pieces
 separately, exactly as a rollout does (prompt ids, then sampled ids), so SFT and RL see the same tokens. With the
-toy tokenizer (newlines are their own pre-tokens) this is also identical to `encode(render(messages))`.
+toy tokenizer (newlines are their own pre-tokens) this is also identical to `encode(render(messages))`; with a
+tokenizer whose pre-tokenizer or normalizer reaches across that newline the two can differ at the boundary, and the
+piecewise ids are the ones that match rollouts.
 
 Where this matches the released Nanbeige4.1-3B template and where it does not. We could not download the official
 `tokenizer_config.json`; what we matched comes from a public copy of the Nanbeige4.1-3B template (HTML-scraped from
@@ -42,7 +69,9 @@ Departures, all deliberate and following model-facts.md:
   name, which breaks the JSON when a name holds a quote).
 - List-of-parts content (multimodal) is rejected; the family's text model only ever sees strings here.
 The released template's text is not copied: the Jinja below is written for this project, and its parity with
-`render` is what tests/test_tokenizer.py checks through `transformers.AutoTokenizer.apply_chat_template`.
+`render` is what tests/test_tokenizer.py checks through `transformers.AutoTokenizer.apply_chat_template`. It marks
+the assistant-written text with transformers' `{% generation %}` tag, so `return_assistant_tokens_mask=True` gives
+encode_chat's mask; a Jinja engine without that extension will not parse the template.
 """
 
 import json
@@ -337,13 +366,14 @@ class Tokenizer:
                         content = content.split(THINK_END)[-1]
                 if i <= last_query:
                     reasoning = ""
-                content = content.lstrip("\n")
-                written = f"{reasoning.strip(chr(10))}\n{THINK_END}\n\n{content}"
+                reasoning, content = reasoning.strip("\n"), content.lstrip("\n")
+                written = f"{reasoning}\n{THINK_END}\n\n{content}"
                 for k, call in enumerate(message["tool_calls"]):
-                    if k > 0 or content:
+                    if k > 0 or content:  # a newline separates calls from content and from each other
                         written += "\n"
-                    arguments = call["arguments"] if isinstance(call["arguments"], str) else _tojson(call["arguments"])
-                    written += f'{TOOL_CALL}\n{{"name": {_tojson(call["name"])}, "arguments": {arguments}}}\n{TOOL_CALL_END}'
+                    name, arguments = _tojson(call["name"]), call["arguments"]
+                    arguments = arguments if isinstance(arguments, str) else _tojson(arguments)  # strings verbatim
+                    written += f'{TOOL_CALL}\n{{"name": {name}, "arguments": {arguments}}}\n{TOOL_CALL_END}'
                 segments += [(GENERATION_PROMPT, False), (written + IM_END, True), ("\n", False)]
             elif role == "tool":
                 text = f"\n<tool_response>\n{content}\n</tool_response>"

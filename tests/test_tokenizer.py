@@ -295,6 +295,22 @@ def test_masks_match_transformers(tok, hf_tok):
         assert theirs["assistant_masks"] == mask
 
 
+def test_saved_directory_loads_in_transformers(hf_tok, tok):
+    assert hf_tok.eos_token == "<|im_end|>" and hf_tok.eos_token_id == tok.im_end_id
+    assert hf_tok.pad_token_id == tok.pad_id == 0
+    assert len(hf_tok) == tok.vocab_size
+    assert hf_tok.convert_tokens_to_ids(["<think>", "</tool_call>"]) == [tok.think_id, tok.tool_call_end_id]
+
+
+def test_reasoning_under_other_names_matches_transformers(tok, hf_tok):
+    # transformers copies `thinking` / `reasoning` into `reasoning_content`; render does the same.
+    for key in ("thinking", "reasoning"):
+        messages = [{"role": "user", "content": "q"}, {"role": "assistant", key: "because", "content": "a"}]
+        ours = tok.render(messages)
+        assert "<think>\nbecause\n</think>\n\na<|im_end|>" in ours
+        assert ours == hf_tok.apply_chat_template(messages, tokenize=False)
+
+
 # ---------------------------------------------------------------------- loss mask
 
 
