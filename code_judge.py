@@ -1,0 +1,1028 @@
+"""code_judge.py: the sandboxed code judge of Nanbeige4.1-3B (paper section 2.3, Figure 3, Appendix C).
+
+The paper's "unified judge system" is shared by SFT data filtering, RL data construction, code RL
+(stages code1 and code2) and evaluation. This file implements it for this project:
+
+  * problems in the LiveCodeBench layout (`load_problems`), including real LCB dumps as they are:
+    test cases as JSON strings, private tests as base64(zlib(pickle(json))) read with a pickle loader
+    that refuses every global, so a hostile dump cannot run code;
+  * a sandbox (`run_tests`): bubblewrap when installed, else `unshare` + a chroot built on a tmpfs,
+    both with PID/net/IPC/UTS/mount namespaces, a read-only system view, a private size-limited tmpfs
+    work directory, an empty environment, a random unprivileged uid (so RLIMIT_NPROC works: it does
+    nothing for root), no_new_privs and rlimits; the wall clock is enforced from here with SIGKILL;
+  * per-test verdicts AC/WA/TLE/MLE/RE/OLE/CE for stdin programs (Python, C++ via g++) and
+    LeetCode-style functional tests, many tests per process, candidates in parallel (`judge_many`);
+  * the time-complexity judge (`measure_complexity`, `model_complexity`, `judge_complexity`):
+    measured on generated inputs of growing size and fitted to O(1)..O(2^n), plus an "instruct judge
+    model" over any OpenAI-compatible endpoint (or a callable), compared against `optimal_complexity`;
+  * the gated reward of section 2.3.3 (`reward_components`):
+        R = R_format + R_correctness            if PassRate < 1
+        R = R_format + R_correctness + R_time   if PassRate = 1
+    with weights as arguments and every component returned, so training can log them (Figure 4).
+
+The design rule that defeats known reward hacks: the child never holds an expected output. It gets
+test inputs only and prints results (functional tests: the returned value re-serialised through the
+exact base types, so a lying __eq__/__repr__ or an int subclass cannot pass); this process compares.
+A verdict never depends on the child's exit code or on what it says about itself, and a per-run nonce
+after the last test proves the run reached the end.
+
+Run:
+    python code_judge.py --problem data/toy/code_problems.jsonl --id toy_pair_sum_000 --code sol.py --complexity --json
+    echo "print(1)" | python code_judge.py --problem P.json --code - --json
+    NANBEIGE_JUDGE_NO_BWRAP=1 python code_judge.py ...   # force the unshare fallback
+    python -m pytest tests/test_code_judge*.py            # includes the hostile-program battery
+
+Not covered: languages other than Python and C++; Python programs run with `-I -S` (no
+site-packages, so no numpy inside solutions); measured complexity of stdin programs includes reading
+the input, so nothing below O(n) is observable and O(1)/O(log n) cannot be separated; the measured
+judge cannot reliably separate O(n) from O(n log n) and says so (`separable: false`); a cgroup memory
+limit (we use RLIMIT_AS, which counts virtual memory, so it is an approximation of "memory").
+"""
+import argparse
+import base64
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import re
+import secrets
+import selectors
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+VERDICTS = ("AC", "WA", "TLE", "MLE", "RE", "OLE", "CE")
+FORCE_FALLBACK_ENV = "NANBEIGE_JUDGE_NO_BWRAP"  # "1": never use bubblewrap (tests run the battery both ways)
+UID_BASE = 1 << 20  # sandbox uids are drawn from [UID_BASE, 2*UID_BASE): no real account lives there
+
+
+class ProblemError(ValueError):
+    """A problem file or record is unreadable; the message names file, line and field."""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot run as requested (e.g. full isolation required but unavailable)."""
+
+
+# ----------------------------------------------------------------------------- problems
+
+class _NoGlobalsUnpickler(pickle.Unpickler):
+    # LCB private tests are a pickled JSON *string*; refusing every global means a hostile dump can
+    # at most build str/list/dict, never call a function.
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"global {module}.{name} refused")
+
+
+def _decode_tests(value, where):
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if text.startswith("["):
+                value = json.loads(text)
+            else:  # LiveCodeBench private_test_cases: base64(zlib(pickle(json string)))
+                obj = _NoGlobalsUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load()
+                value = json.loads(obj) if isinstance(obj, (str, bytes)) else obj
+        except Exception as e:
+            raise ProblemError(f"{where}: cannot decode test cases ({type(e).__name__}: {e})") from None
+    if not isinstance(value, list):
+        raise ProblemError(f"{where}: test cases must be a list, got {type(value).__name__}")
+    tests = []
+    for k, t in enumerate(value):
+        if not isinstance(t, dict) or not isinstance(t.get("input"), str) or not isinstance(t.get("output"), str):
+            raise ProblemError(f"{where}[{k}]: each test needs string 'input' and 'output'")
+        testtype = t.get("testtype", "stdin")
+        if testtype not in ("stdin", "functional"):
+            raise ProblemError(f"{where}[{k}]: testtype must be 'stdin' or 'functional', got {testtype!r}")
+        tests.append({"input": t["input"], "output": t["output"], "testtype": testtype})
+    return tests
+
+
+def normalize_problem(raw, where="<problem>"):
+    """One LCB-style record -> dict with decoded test lists and metadata dict (other fields kept)."""
+    if not isinstance(raw, dict):
+        raise ProblemError(f"{where}: a problem must be a JSON object")
+    if "question_id" not in raw:
+        raise ProblemError(f"{where}: field 'question_id' missing")
+    problem = dict(raw)
+    problem["question_id"] = str(raw["question_id"])
+    problem.setdefault("question_content", "")
+    problem["starter_code"] = raw.get("starter_code") or ""
+    metadata = raw.get("metadata") or {}
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata) if metadata.strip() else {}
+        except json.JSONDecodeError as e:
+            raise ProblemError(f"{where}: field 'metadata': {e}") from None
+    problem["metadata"] = metadata
+    for field in ("public_test_cases", "private_test_cases"):
+        problem[field] = _decode_tests(raw.get(field), f"{where}: field '{field}'")
+    tests = problem["public_test_cases"] + problem["private_test_cases"]
+    if not tests:
+        raise ProblemError(f"{where}: no test cases")
+    if any(t["testtype"] == "functional" for t in tests) and not metadata.get("func_name"):
+        raise ProblemError(f"{where}: functional tests need field 'metadata.func_name'")
+    if raw.get("optimal_complexity") and parse_complexity(raw["optimal_complexity"]) is None:
+        raise ProblemError(f"{where}: field 'optimal_complexity' {raw['optimal_complexity']!r} is not a known class")
+    return problem
+
+
+def load_problems(path):
+    """Read .json (one object or a list) or .jsonl; every error names path, line and field."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as e:
+        raise ProblemError(f"{path}: cannot read ({e.strerror})") from None
+    records = []
+    if path.endswith(".jsonl"):
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append((f"{path}:{lineno}", json.loads(line)))
+                except json.JSONDecodeError as e:
+                    raise ProblemError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+    else:
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ProblemError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+        items = obj if isinstance(obj, list) else [obj]
+        records = [(f"{path}[{k}]" if isinstance(obj, list) else path, r) for k, r in enumerate(items)]
+    return [normalize_problem(r, where) for where, r in records]
+
+
+def all_tests(problem):
+    return problem["public_test_cases"] + problem["private_test_cases"]
+
+
+# ----------------------------------------------------------------------------- sandbox
+
+@dataclass
+class Limits:
+    time_s: float = 4.0            # wall clock per test, enforced from the parent with SIGKILL
+    memory_mb: int = 1024          # RLIMIT_AS of the program
+    output_bytes: int = 8 << 20    # stdout cap per test (beyond it: OLE)
+    tmpfs_mb: int = 64             # size of the private /sandbox, /tmp and /dev/shm
+    nofile: int = 64
+    nproc: int = 32                # per sandbox: every run gets its own uid, so the count is per run
+    startup_s: float = 5.0         # extra allowance for the first test of a process (start, imports)
+    compile_s: float = 30.0
+
+
+_ISOLATION = {}  # backend choice, probed once per process
+
+
+def _python():
+    return os.path.realpath(sys.executable)
+
+
+def _system_binds():
+    """Paths the child needs read-only: /usr (+ merged-/usr symlinks), the Python install."""
+    binds, links = ["/usr"], []
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            links.append((os.readlink(top), top))
+        elif os.path.isdir(top):
+            binds.append(top)
+    for extra in ("/etc/ld.so.cache", "/etc/alternatives"):
+        if os.path.exists(extra):
+            binds.append(extra)
+    for p in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), os.path.dirname(_python())}:
+        if not any(p == b or p.startswith(b + "/") for b in binds):
+            binds.append(p)
+    return binds, links
+
+
+def _bwrap_argv(limits):
+    binds, links = _system_binds()
+    size = str(limits.tmpfs_mb << 20)
+    argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--clearenv",
+            "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR", "/tmp"]
+    made = set()
+    for b in binds:
+        # parents must be traversable by the sandbox uid (bwrap would copy /root's 0700 otherwise)
+        parts = b.strip("/").split("/")[:-1]
+        for k in range(1, len(parts) + 1):
+            d = "/" + "/".join(parts[:k])
+            if d not in made and d not in binds:
+                made.add(d)
+                argv += ["--perms", "0755", "--dir", d]
+        argv += ["--ro-bind", b, b]
+    for target, name in links:
+        argv += ["--symlink", target, name]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    for d in ("/tmp", "/dev/shm", "/sandbox"):
+        argv += ["--perms", "1777", "--size", size, "--tmpfs", d]
+    return argv + ["--chdir", "/sandbox", "--remount-ro", "/", "--"]
+
+
+def _unshare_argv(limits):
+    # No bubblewrap: build the same view by hand inside fresh namespaces. The tmpfs is mounted over
+    # /tmp of the *private* mount namespace (nothing changes on the host) and becomes the new root.
+    binds, links = _system_binds()
+    size = f"{limits.tmpfs_mb}m"
+    lines = ["set -e", "R=/tmp", f"mount -t tmpfs -o size={size},mode=755 none $R"]
+    for b in binds:
+        if os.path.isdir(b):
+            lines.append(f"mkdir -p $R{b}")
+        else:
+            lines.append(f"mkdir -p $R{os.path.dirname(b)}; : > $R{b}")
+        lines.append(f"mount --bind {b} $R{b}; mount -o remount,bind,ro $R{b}")
+    for target, name in links:
+        lines.append(f"ln -s {target} $R{name}")
+    lines += ["mkdir -p $R/proc $R/dev $R/tmp $R/sandbox", "mount -t proc proc $R/proc"]
+    for dev in ("null", "zero", "random", "urandom"):
+        lines.append(f": > $R/dev/{dev}; mount --bind /dev/{dev} $R/dev/{dev}")
+    lines.append("mkdir -p $R/dev/shm")
+    for d in ("/tmp", "/dev/shm", "/sandbox"):
+        lines.append(f"mount -t tmpfs -o size={size},mode=1777 none $R{d}")
+    lines.append("mount -o remount,ro $R")
+    # sh stays PID 1 (so the harness is PID 2 as under bwrap); when it exits the namespace dies.
+    lines.append('chroot $R /usr/bin/env -i PATH=/usr/bin:/bin LANG=C.UTF-8 TMPDIR=/tmp sh -c \'cd /sandbox && exec "$@"\' sh "$@"')
+    return ["unshare", "--pid", "--fork", "--kill-child", "--net", "--mount", "--ipc", "--uts",
+            "--", "/bin/sh", "-c", "\n".join(lines), "sh"]
+
+
+def _probe(argv):
+    try:
+        r = subprocess.run(argv + [_python(), "-I", "-S", "-c", "print(6*7)"], capture_output=True,
+                           timeout=20, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        return r.returncode == 0 and r.stdout.strip() == b"42"
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def isolation_backend(prefer="auto"):
+    """'bwrap', 'unshare' or 'none'. prefer='auto' takes bwrap unless $NANBEIGE_JUDGE_NO_BWRAP=1."""
+    if prefer == "auto":
+        prefer = "unshare" if os.environ.get(FORCE_FALLBACK_ENV) == "1" else "bwrap"
+    order = {"bwrap": ["bwrap", "unshare", "none"], "unshare": ["unshare", "none"], "none": ["none"]}[prefer]
+    for backend in order:
+        if backend not in _ISOLATION:
+            if backend == "none":
+                _ISOLATION[backend] = True
+            elif shutil.which(backend) is None or os.geteuid() != 0:
+                # unprivileged: bwrap/unshare would need user namespaces and could not switch uid
+                _ISOLATION[backend] = False
+            else:
+                argv = _bwrap_argv(Limits()) if backend == "bwrap" else _unshare_argv(Limits())
+                _ISOLATION[backend] = _probe(argv)
+        if _ISOLATION[backend]:
+            return backend
+    return "none"
+
+
+def sandbox_features(backend):
+    full = backend in ("bwrap", "unshare")
+    return {"backend": backend, "pid_namespace": full, "net_namespace": full, "ipc_namespace": full,
+            "mount_namespace": full, "readonly_root": full, "private_tmp": full, "unprivileged_uid": full,
+            "no_new_privs": full, "scrubbed_env": True, "python_isolated": True,
+            "rlimits": ["cpu", "as", "fsize", "nofile", "nproc", "core"], "wall_clock_kill": True,
+            "full": full}
+
+
+# The program that runs inside the sandbox. It reads one JSON spec on stdin (code, test inputs,
+# limits, uid, nonce), drops to the sandbox uid, runs every test and writes one JSON line per test
+# to the saved stdout; never an expected output. Kept dependency-free and short on purpose.
+HARNESS = r'''
+import os, sys, io, json, time, resource, signal, builtins
+spec = json.loads(sys.stdin.buffer.read())
+chan = os.dup(1)
+def send(obj):
+    data = (json.dumps(obj) + "\n").encode()
+    while data:
+        data = data[os.write(chan, data):]
+lim = spec["limits"]
+def setlim(name, value):
+    resource.setrlimit(getattr(resource, name), (value, value))
+setlim("RLIMIT_CORE", 0); setlim("RLIMIT_NOFILE", lim["nofile"]); setlim("RLIMIT_FSIZE", lim["fsize"])
+setlim("RLIMIT_CPU", lim["cpu"])
+if os.getuid() == 0:
+    if spec["nnp"]:  # the unshare path: no setuid binary may give root back (bwrap sets this itself)
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
+    os.setgroups([]); os.setresgid(spec["uid"], spec["uid"], spec["uid"]); os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+setlim("RLIMIT_NPROC", lim["nproc"])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: write() fails with EFBIG -> OLE
+me = os.getpid()
+fd_in, fd_out = os.memfd_create("stdin"), os.memfd_create("stdout")
+def load_input(text):
+    os.ftruncate(fd_in, 0); os.lseek(fd_in, 0, 0); os.write(fd_in, text.encode()); os.lseek(fd_in, 0, 0)
+    os.dup2(fd_in, 0)
+    os.ftruncate(fd_out, 0); os.lseek(fd_out, 0, 0); os.dup2(fd_out, 1)
+    sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+def take_output():
+    size = os.fstat(fd_out).st_size
+    data = os.pread(fd_out, min(size, lim["output"]), 0)
+    return data.decode("utf-8", "replace"), size >= lim["output"]
+def canon(v, depth=0):
+    # exact base-type re-serialisation: subclasses lose their lying __eq__/__repr__/__iter__
+    if depth > 100: raise ValueError("too deep")
+    if v is None or type(v) is bool: return v
+    if isinstance(v, bool): return bool.__bool__(v)
+    if isinstance(v, int): return int(int.__repr__(v))
+    if isinstance(v, float): return float(float.__repr__(v))
+    if isinstance(v, str): return str.__str__(v)
+    if isinstance(v, (list, tuple)):
+        base = list if isinstance(v, list) else tuple
+        return [canon(base.__getitem__(v, i), depth + 1) for i in range(base.__len__(v))]
+    if isinstance(v, dict):
+        return {str.__str__(k) if isinstance(k, str) else json.dumps(canon(k, depth + 1)): canon(v2, depth + 1) for k, v2 in dict.items(v)}
+    raise TypeError("unsupported return type " + type(v).__name__)
+def run_python(functional):
+    try:
+        code = compile(spec["code"], "<solution>", "exec")
+    except (SyntaxError, ValueError) as e:
+        send({"ce": "%s: %s" % (type(e).__name__, e)}); return
+    g = {"__name__": "__main__", "__builtins__": builtins}
+    if functional:
+        try:
+            exec("from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string", g)
+            exec(code, g)
+        except BaseException as e:  # the module body itself failed (or exited): every test is RE
+            send({"all": "RE", "err": type(e).__name__}); return
+        if os.getpid() != me: os._exit(0)
+    for i, text in enumerate(spec["inputs"]):
+        load_input("" if functional else text)
+        status, err, value = "ok", "", None
+        try:
+            if functional:
+                args = [json.loads(line) for line in text.split("\n") if line.strip()]
+                value = json.dumps(canon(getattr(g["Solution"](), spec["func_name"])(*args)))
+            else:
+                exec(code, {"__name__": "__main__", "__builtins__": builtins})
+        except SystemExit as e:
+            if functional or e.code not in (None, 0): status, err = "RE", "SystemExit(%r)" % (e.code,)
+        except MemoryError:
+            status, err = "MLE", "MemoryError"
+        except (TypeError, ValueError) as e:
+            status, err = ("WA" if functional and "unsupported return type" in str(e) else "RE"), type(e).__name__
+        except BaseException as e:
+            status, err = "RE", type(e).__name__
+        if os.getpid() != me: os._exit(0)  # a forked child must never speak for the run
+        try: sys.stdout.flush()
+        except BaseException: pass
+        out, over = take_output()
+        if over: status = "OLE"
+        send({"i": i, "status": status, "err": err, "out": value if functional else out})
+def run_cpp():
+    import subprocess
+    with open("/sandbox/main.cpp", "w") as f: f.write(spec["code"])
+    r = subprocess.run(["g++", "-O2", "-std=c++17", "-o", "/sandbox/main", "/sandbox/main.cpp"], capture_output=True)
+    if r.returncode != 0:
+        send({"ce": r.stderr.decode("utf-8", "replace")[-2000:]}); return
+    send({"compiled": True})
+    setlim("RLIMIT_AS", lim["as"])
+    fd_err = os.memfd_create("stderr")
+    for i, text in enumerate(spec["inputs"]):
+        load_input(text); os.ftruncate(fd_err, 0)
+        rc = subprocess.run(["/sandbox/main"], stdin=0, stdout=1, stderr=fd_err).returncode
+        err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
+        out, over = take_output()
+        status = "OLE" if over or rc == -signal.SIGXFSZ else "MLE" if "bad_alloc" in err else "ok" if rc == 0 else "RE"
+        send({"i": i, "status": status, "err": "rc=%d" % rc if rc else "", "out": out})
+if spec["lang"] == "cpp":
+    run_cpp()
+else:
+    setlim("RLIMIT_AS", lim["as"])
+    run_python(spec["mode"] == "functional")
+send({"end": spec["nonce"]})
+os._exit(0)
+'''
+
+
+@dataclass
+class TestRun:
+    status: str          # harness status: ok / RE / MLE / OLE / WA (unserialisable return) / TLE / CE
+    output: object       # captured stdout (stdin tests) or the JSON text of the return value
+    seconds: float       # wall time measured here, between consecutive records of the child
+    detail: str = ""
+
+
+def _spawn(backend, limits, spec):
+    uid = UID_BASE + secrets.randbelow(UID_BASE)
+    prefix = {"bwrap": _bwrap_argv, "unshare": _unshare_argv}.get(backend, lambda _l: [])(limits)
+    argv = prefix + [_python(), "-I", "-S", "-B", "-X", "utf8", "-c", HARNESS]
+    spec = dict(spec, uid=uid, nnp=(backend == "unshare"))
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
+                            cwd="/" if backend != "none" else None)
+    payload = json.dumps(spec).encode()
+
+    def feed():  # in a thread: a payload larger than the pipe buffer must not block the reader
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+    threading.Thread(target=feed, daemon=True).start()
+    return proc
+
+
+def _kill(proc):
+    # SIGKILL the group; bwrap --die-with-parent / unshare --kill-child then take the whole PID
+    # namespace down with its init, so double-forked daemons die too.
+    try:
+        os.killpg(proc.pid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limits=None, isolation="auto",
+              require_full_isolation=False, stop_after_s=None):
+    """Run one program on many inputs, as few processes as safely possible.
+
+    Returns (list of TestRun, one per input, sandbox feature dict). A crash, timeout or early exit at
+    test k costs that test only: the next process resumes at k+1. `stop_after_s`: stop (without a
+    verdict for the rest) once one test took longer than this; used by the complexity measurement.
+    """
+    limits = limits or Limits()
+    backend = isolation_backend(isolation)
+    features = sandbox_features(backend)
+    if require_full_isolation and not features["full"]:
+        raise SandboxError(f"full isolation required but only '{backend}' is available "
+                           "(install bubblewrap, or run as root with util-linux unshare)")
+    if lang not in ("python", "cpp"):
+        raise SandboxError(f"unknown language {lang!r} (python or cpp)")
+    if lang == "cpp" and shutil.which("g++") is None:
+        return [TestRun("CE", "", 0.0, "g++ not installed") for _ in inputs], features
+    n = len(inputs)
+    results = [None] * n
+    max_input = max((len(s.encode()) for s in inputs), default=0)
+    start = 0
+    while start < n:
+        todo = list(range(start, n))
+        spec = {"code": code, "inputs": [inputs[i] for i in todo], "lang": lang, "mode": mode,
+                "func_name": func_name, "nonce": secrets.token_hex(16),
+                "limits": {"nofile": limits.nofile, "nproc": limits.nproc, "output": limits.output_bytes,
+                           "fsize": max(limits.output_bytes, max_input) + (1 << 20),
+                           "as": limits.memory_mb << 20,
+                           "cpu": int(math.ceil(limits.time_s * len(todo) + limits.startup_s + limits.compile_s))}}
+        proc = _spawn(backend, limits, spec)
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, "out")
+        sel.register(proc.stderr, selectors.EVENT_READ, "err")
+        buf, err_bytes, open_streams = b"", 0, 2
+        channel_cap = len(todo) * (2 * limits.output_bytes + 4096) + (1 << 20)
+        received, ended, failure = 0, False, None
+        pos = 0  # index into todo of the test now running
+        waiting_compile = lang == "cpp"
+        last = time.monotonic()
+        deadline = last + limits.startup_s + (limits.compile_s if waiting_compile else limits.time_s)
+        while open_streams and not ended and failure is None:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                failure = "TLE"
+                break
+            for key, _ in sel.select(timeout):
+                chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+                    continue
+                if key.data == "err":
+                    err_bytes += len(chunk)  # stderr is drained and dropped; only its size matters
+                    if err_bytes > 4 * limits.output_bytes:
+                        failure = "OLE"
+                    continue
+                buf += chunk
+                received += len(chunk)
+                if received > channel_cap:
+                    failure = "OLE"
+                    break
+                while b"\n" in buf and not ended:
+                    line, buf = buf.split(b"\n", 1)
+                    now = time.monotonic()
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue  # not ours (a program writing to the channel); ignored
+                    if not isinstance(rec, dict):
+                        continue
+                    if "ce" in rec:
+                        for i in todo:
+                            results[i] = TestRun("CE", "", 0.0, str(rec["ce"])[:2000])
+                        ended = True
+                    elif rec.get("all") == "RE" and pos == 0:
+                        for i in todo:
+                            results[i] = TestRun("RE", "", 0.0, str(rec.get("err"))[:200])
+                        ended = True
+                    elif rec.get("compiled") and waiting_compile:
+                        waiting_compile = False
+                        last, deadline = now, now + limits.time_s
+                    elif "end" in rec:
+                        ended = rec["end"] == spec["nonce"] and pos == len(todo)
+                        if not ended:
+                            failure = "RE"  # an end marker without the nonce or before the last test
+                    elif rec.get("i") == pos and pos < len(todo):
+                        status = rec.get("status") if rec.get("status") in ("ok", "RE", "MLE", "OLE", "WA") else "RE"
+                        results[todo[pos]] = TestRun(status, rec.get("out") or "", now - last, str(rec.get("err", ""))[:200])
+                        if stop_after_s is not None and now - last > stop_after_s:
+                            for i in todo[pos + 1:]:
+                                results[i] = TestRun("SKIP", "", 0.0, "stopped: previous size over budget")
+                            ended = True
+                        pos += 1
+                        last, deadline = now, now + limits.time_s
+                if failure:
+                    break
+        _kill(proc)
+        proc.wait()
+        sel.close()
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+        if ended:
+            break
+        if pos < len(todo):
+            if waiting_compile:
+                for i in todo:
+                    results[i] = TestRun("CE", "", 0.0, "compiler killed (time or output limit)")
+                break
+            seconds = time.monotonic() - last
+            results[todo[pos]] = TestRun(failure or "RE", "", seconds, "process ended before reporting this test")
+            pos += 1
+        elif failure:  # all tests reported but the run did not end properly: the last one is suspect
+            results[todo[-1]] = TestRun("RE", "", results[todo[-1]].seconds, "run did not reach its end marker")
+        start = todo[pos] if pos < len(todo) else n
+    return results, features
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _tokens_equal(got, want, float_tol):
+    if got == want:
+        return True
+    if _NUMBER.match(got) and _NUMBER.match(want):
+        a, b = float(got), float(want)
+        if "." not in got + want and "e" not in (got + want).lower():
+            return int(got) == int(want)
+        return a == b or (float_tol > 0 and abs(a - b) <= float_tol * max(1.0, abs(b)))
+    return False
+
+
+def outputs_match(got, want, float_tol=0.0):
+    """LiveCodeBench stdin comparison: strip, compare line by line, then token by token with
+    numbers compared as numbers; `float_tol` adds a relative tolerance (0 = exact, as in LCB)."""
+    got_lines, want_lines = got.strip().split("\n"), want.strip().split("\n")
+    if len(got_lines) != len(want_lines):
+        return False
+    for g, w in zip(got_lines, want_lines):
+        g, w = g.strip(), w.strip()
+        if g == w:
+            continue
+        gt, wt = g.split(), w.split()
+        if len(gt) != len(wt) or not all(_tokens_equal(a, b, float_tol) for a, b in zip(gt, wt)):
+            return False
+    return True
+
+
+def values_match(got, want, float_tol=0.0):
+    """Functional tests: compare two plain JSON values (tuples were already lists in the child)."""
+    if isinstance(got, bool) or isinstance(want, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
+        return got == want or (float_tol > 0 and abs(got - want) <= float_tol * max(1.0, abs(want)))
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(values_match(a, b, float_tol) for a, b in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(values_match(got[k], want[k], float_tol) for k in got)
+    return type(got) is type(want) and got == want
+
+
+def verdict(run, test, float_tol=0.0):
+    if run.status != "ok":
+        return run.status
+    if test["testtype"] == "functional":
+        try:
+            got, want = json.loads(run.output), json.loads(test["output"])
+        except (ValueError, TypeError):
+            return "WA"
+        return "AC" if values_match(got, want, float_tol) else "WA"
+    return "AC" if outputs_match(run.output, test["output"], float_tol) else "WA"
+
+
+def judge(problem, code, *, lang="python", limits=None, isolation="auto", require_full_isolation=False,
+          float_tol=0.0, tests=None):
+    """Run `code` on all (or the given) tests of `problem`: dict(passed, total, pass_rate, verdicts, sandbox)."""
+    tests = all_tests(problem) if tests is None else tests
+    mode = "functional" if tests and tests[0]["testtype"] == "functional" else "stdin"
+    runs, features = run_tests(code, [t["input"] for t in tests], lang=lang, mode=mode,
+                               func_name=problem.get("metadata", {}).get("func_name"), limits=limits,
+                               isolation=isolation, require_full_isolation=require_full_isolation)
+    verdicts = [verdict(r, t, float_tol) for r, t in zip(runs, tests)]
+    passed = verdicts.count("AC")
+    return {"passed": passed, "total": len(tests), "pass_rate": passed / max(1, len(tests)),
+            "verdicts": verdicts, "sandbox": features,
+            "details": [r.detail for r in runs]}
+
+
+def judge_many(problem_code_pairs, *, workers=None, **kw):
+    """Judge many (problem, code) pairs, one sandbox per candidate, in parallel across cores."""
+    workers = workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda pc: judge(pc[0], pc[1], **kw), problem_code_pairs))
+
+
+# ----------------------------------------------------------------------------- time complexity
+
+# Classes in increasing order, with log f(n) (log space keeps 2^n finite).
+COMPLEXITY_CLASSES = [
+    ("O(1)", lambda n: 0.0),
+    ("O(log n)", lambda n: math.log(math.log(n + 1) + 1e-9)),
+    ("O(n)", lambda n: math.log(n)),
+    ("O(n log n)", lambda n: math.log(n) + math.log(math.log(n + 1))),
+    ("O(n^2)", lambda n: 2 * math.log(n)),
+    ("O(n^2 log n)", lambda n: 2 * math.log(n) + math.log(math.log(n + 1))),
+    ("O(n^3)", lambda n: 3 * math.log(n)),
+    ("O(2^n)", lambda n: n * math.log(2)),
+]
+CLASS_RANK = {name: k for k, (name, _) in enumerate(COMPLEXITY_CLASSES)}
+
+
+def _term_class(term):
+    # one product term, variables already mapped to n: count powers of n, log factors, exponentials
+    if re.search(r"\d\^n|\^\(?n", term) or "n!" in term:
+        return "O(2^n)"
+    logs = len(re.findall(r"log", term))
+    term = re.sub(r"log\(?n\)?", "", term)
+    power = 0
+    for m in re.finditer(r"n(?:\^\(?(\d+)\)?|\*\*(\d+)|([²³]))?", term):
+        power += int(m.group(1) or m.group(2) or {"²": 2, "³": 3}.get(m.group(3), 1))
+    if power == 0:
+        return "O(log n)" if logs else "O(1)"
+    if power >= 3:
+        return "O(n^3)"
+    if power == 2:
+        return "O(n^2 log n)" if logs else "O(n^2)"
+    return "O(n log n)" if logs else "O(n)"
+
+
+def parse_complexity(text):
+    """'O(N + M log N)', 'o(n*n)', 'Θ(n²)' ... -> one of COMPLEXITY_CLASSES names, or None.
+    Every variable counts as n; a sum takes its dominant term. The last O(...) in the text wins."""
+    if not isinstance(text, str):
+        return None
+    found = re.findall(r"[OΘθΩ]\s*\(((?:[^()]|\([^()]*\))*)\)", text)
+    if not found:
+        return None
+    expr = found[-1].lower().replace(" ", "").replace("·", "*").replace("\\", "")
+    expr = re.sub(r"log_?\d*|lg", "log", expr)
+    expr = re.sub(r"(?<![a-z])(?!log)[a-z](?![a-z])", "n", expr.replace("log", "L")).replace("L", "log")
+    if not re.fullmatch(r"[n0-9log()^*+²³!.]*", expr):
+        return None
+    best = None
+    for term in expr.split("+"):
+        cls = _term_class(term)
+        if best is None or CLASS_RANK[cls] > CLASS_RANK[best]:
+            best = cls
+    return best
+
+
+def fit_complexity(sizes, seconds, floor_s=3e-4):
+    """Choose a class from (n, time) points by least squares in log space.
+
+    For each class c: log t = log a + log f_c(n); the residual is the variance of log t - log f_c(n).
+    Only points above `floor_s` (timer and pipe noise) count; with fewer than two, everything is
+    O(1)-like. Returns dict(complexity, confidence, residuals, separable, candidates)."""
+    pts = [(n, t) for n, t in zip(sizes, seconds) if t is not None and t > floor_s and n >= 2]
+    if len(pts) < 2 or pts[-1][0] / pts[0][0] < 3:
+        return {"complexity": "O(1)", "confidence": 0.0, "residuals": {}, "separable": False,
+                "candidates": ["O(1)", "O(log n)"], "points": len(pts)}
+    ns = np.array([p[0] for p in pts], dtype=float)
+    log_t = np.log([p[1] for p in pts])
+    residuals = {}
+    for name, log_f in COMPLEXITY_CLASSES:
+        d = log_t - np.array([log_f(n) for n in ns])
+        residuals[name] = float(np.mean((d - d.mean()) ** 2))
+    ordered = sorted(residuals, key=residuals.get)
+    best, second = ordered[0], ordered[1]
+    # classes whose fit is within noise of the best (0.02 ~ 15% relative error per point, measured
+    # on this machine as the spread of repeated runs) cannot be told apart from it
+    candidates = [c for c in ordered if residuals[c] <= residuals[best] + 0.02]
+    confidence = (residuals[second] - residuals[best]) / (residuals[second] + 0.02)
+    return {"complexity": best, "confidence": round(float(confidence), 3),
+            "residuals": {k: round(v, 5) for k, v in residuals.items()}, "separable": len(candidates) == 1,
+            "candidates": sorted(candidates, key=CLASS_RANK.get), "points": len(pts)}
+
+
+@dataclass
+class MeasureConfig:
+    n0: int = 16
+    step: int = 2
+    n_max: int = 1 << 17
+    reps: int = 3
+    budget_s: float = 0.5   # stop growing n after a size that took longer than this
+    time_s: float = 10.0    # kill limit per size
+
+
+FULL = MeasureConfig()
+FAST = MeasureConfig(n0=32, step=4, n_max=1 << 13, reps=2, budget_s=0.12, time_s=3.0)
+
+
+def _make_inputs(problem, sizes, seed):
+    g = {}
+    exec(problem["input_generator"], g)  # trusted: it comes from the problem file, like the tests
+    return [g["gen"](n, seed + k) for k, n in enumerate(sizes)]
+
+
+def _timed_runs(code, lang, problem, config, isolation, seed):
+    """Fresh process per repetition; each runs a warm-up input then sizes n0, n0*step, ... The
+    warm-up absorbs imports and start-up; the small-n time is then subtracted as the fixed offset."""
+    sizes = []
+    n = config.n0
+    while n <= config.n_max:
+        sizes.append(n)
+        n *= config.step
+    warm = [1] + sizes
+    inputs = _make_inputs(problem, warm, seed)
+    limits = Limits(time_s=config.time_s, memory_mb=2048)
+    best = [None] * len(warm)
+    outputs = [None] * len(warm)
+    for rep in range(config.reps):
+        runs, _ = run_tests(code, inputs, lang=lang, limits=limits, isolation=isolation,
+                            stop_after_s=config.budget_s)
+        for k, r in enumerate(runs):
+            if r.status == "ok":
+                best[k] = r.seconds if best[k] is None else min(best[k], r.seconds)
+                outputs[k] = r.output
+            elif rep == 0:
+                best[k] = None
+        # later repetitions need only the sizes the first one finished
+        last_ok = max([k for k, b in enumerate(best) if b is not None], default=0)
+        inputs = inputs[: last_ok + 1]
+    offset = best[0] or 0.0
+    times = [None if b is None else max(b - offset, 1e-7) for b in best[1:]]
+    return sizes, times, outputs[1:], inputs[1:]
+
+
+_REFERENCE_CACHE = OrderedDict()
+
+
+def measure_complexity(problem, code, *, lang="python", fast=False, isolation="auto", seed=1234):
+    """Measured time complexity of `code` on `problem["input_generator"]` inputs (see fit_complexity),
+    the time ratio to `reference_solution` at the largest common size, and whether the candidate's
+    outputs on the large inputs equal the reference's (a fast-because-wrong solution gets nothing)."""
+    if not problem.get("input_generator"):
+        return None
+    config = FAST if fast else FULL
+    sizes, times, outputs, inputs = _timed_runs(code, lang, problem, config, isolation, seed)
+    fit = fit_complexity(sizes, times)
+    result = dict(fit, sizes=sizes, seconds=[None if t is None else round(t, 6) for t in times],
+                  ratio_to_reference=None, outputs_match_reference=None)
+    if problem.get("reference_solution"):
+        key = (problem["question_id"], fast, seed)
+        if key not in _REFERENCE_CACHE:
+            _REFERENCE_CACHE[key] = _timed_runs(problem["reference_solution"], "python", problem, config, isolation, seed)
+            while len(_REFERENCE_CACHE) > 256:
+                _REFERENCE_CACHE.popitem(last=False)
+        _, ref_times, ref_outputs, _ = _REFERENCE_CACHE[key]
+        common = [k for k in range(len(sizes)) if times[k] is not None and ref_times[k] is not None]
+        if common:
+            k = common[-1]
+            result["ratio_to_reference"] = round(times[k] / max(ref_times[k], 1e-6), 3)
+        # every size the candidate finished must agree with the reference
+        checked = [k for k in range(len(sizes)) if outputs[k] is not None and ref_outputs[k] is not None]
+        result["outputs_match_reference"] = bool(checked) and all(
+            outputs_match(outputs[k], ref_outputs[k]) for k in checked)
+    return result
+
+
+COMPLEXITY_PROMPT = """What is the worst-case time complexity of this solution, in terms of the input size n?
+Answer with one big-O expression such as O(n), O(n log n) or O(n^2) and nothing else.
+
+Problem:
+{problem}
+
+Solution:
+```{lang}
+{code}
+```"""
+
+
+def model_complexity(problem, code, *, lang="python", endpoint=None, model="default", generate=None,
+                     api_key=None, timeout=60):
+    """The paper's instruct judge model: ask a language model for the complexity and parse the class.
+
+    `generate`: a callable prompt -> text (e.g. this project's model through nanbeige41.generate), or
+    `endpoint`: base URL of an OpenAI-compatible server (POST {endpoint}/chat/completions).
+    Returns (class or None, raw answer)."""
+    prompt = COMPLEXITY_PROMPT.format(problem=problem.get("question_content", "")[:4000], lang=lang, code=code)
+    if generate is not None:
+        answer = generate(prompt)
+    else:
+        import requests  # only needed for the endpoint judge
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        r = requests.post(endpoint.rstrip("/") + "/chat/completions", headers=headers, timeout=timeout,
+                          json={"model": model, "temperature": 0.0, "max_tokens": 64,
+                                "messages": [{"role": "user", "content": prompt}]})
+        r.raise_for_status()
+        answer = r.json()["choices"][0]["message"]["content"]
+    return parse_complexity(answer), answer
+
+
+def judge_complexity(problem, code, *, lang="python", measured=True, fast=False, model_judge=None,
+                     isolation="auto"):
+    """Combine the measured and the model signals and compare with `optimal_complexity`.
+
+    Rule: the measured class stands when the fit separates it; when it cannot (e.g. O(n) vs
+    O(n log n)) and the model names one of the fitted candidates, the model decides; with no
+    measurement the model's class is used. meets_optimal: the chosen class (or, when inseparable,
+    the best candidate) is no worse than the optimal one, and large-input outputs match the reference.
+    `model_judge`: None or a callable (problem, code) -> class string."""
+    result = {"complexity": None, "measured": None, "model": None, "meets_optimal": None}
+    if measured and problem.get("input_generator"):
+        result["measured"] = measure_complexity(problem, code, lang=lang, fast=fast, isolation=isolation)
+    if model_judge is not None:
+        result["model"] = model_judge(problem, code)
+    m, model = result["measured"], result["model"]
+    candidates = None
+    if m is not None:
+        result["complexity"] = m["complexity"]
+        candidates = m["candidates"]
+        if not m["separable"] and model in candidates:
+            result["complexity"] = model
+    elif model is not None:
+        result["complexity"] = model
+        candidates = [model]
+    optimal = parse_complexity(problem.get("optimal_complexity") or "")
+    if result["complexity"] is not None and optimal is not None:
+        meets = min(CLASS_RANK[c] for c in candidates) <= CLASS_RANK[optimal]
+        if m is not None and m["outputs_match_reference"] is False:
+            meets = False
+        result["meets_optimal"] = bool(meets)
+    return result
+
+
+# ----------------------------------------------------------------------------- gated reward
+
+FENCE = re.compile(r"```([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.S)
+LANG_TAGS = {"python": ("python", "py", "python3"), "cpp": ("cpp", "c++", "cc", "cxx")}
+
+
+def extract_code(text, lang="python"):
+    """The last fenced block in the expected language (or an untagged one); plain code as is."""
+    blocks = FENCE.findall(text)
+    if not blocks:
+        return None if "```" in text else text
+    tagged = [body for tag, body in blocks if tag.lower() in LANG_TAGS[lang]]
+    untagged = [body for tag, body in blocks if not tag]
+    chosen = tagged or untagged
+    return chosen[-1] if chosen else None
+
+
+def format_ok(text, lang="python", *, truncated=False, require_think=True):
+    """R_format: not truncated; if `require_think`, exactly one '</think>' with reasoning before it;
+    the answer holds exactly one fenced block, tagged with the expected language."""
+    if truncated:
+        return False
+    answer = text
+    if require_think:
+        if text.count("</think>") != 1 or "<think>" in text.split("</think>")[1]:
+            return False
+        reasoning, answer = text.split("</think>")
+        if not reasoning.strip():
+            return False
+    blocks = FENCE.findall(answer)
+    if not require_think and "```" not in answer:
+        return bool(answer.strip())  # plain source given to the CLI: nothing to check but non-empty
+    return len(blocks) == 1 and blocks[0][0].lower() in LANG_TAGS[lang] and answer.count("```") == 2
+
+
+_COMPLEXITY_CACHE = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def cached_complexity(problem, code, **kw):
+    """judge_complexity memoised by (problem id, sha256 of code, options): the RL loop sees the same
+    correct program many times, and measuring is the expensive part."""
+    key = (problem["question_id"], hashlib.sha256(code.encode()).hexdigest(), kw.get("fast"), kw.get("lang"))
+    with _CACHE_LOCK:
+        if key in _COMPLEXITY_CACHE:
+            _COMPLEXITY_CACHE.move_to_end(key)
+            return _COMPLEXITY_CACHE[key]
+    result = judge_complexity(problem, code, **kw)
+    with _CACHE_LOCK:
+        _COMPLEXITY_CACHE[key] = result
+        while len(_COMPLEXITY_CACHE) > 4096:
+            _COMPLEXITY_CACHE.popitem(last=False)
+    return result
+
+
+def reward_components(problem, text, *, lang="python", truncated=False, require_think=True,
+                      with_time=True, w_format=0.1, w_correctness=1.0, w_time=0.5, fast=True,
+                      measured=True, model_judge=None, limits=None, isolation="auto",
+                      require_full_isolation=False, float_tol=0.0):
+    """Section 2.3.3 gated reward for one response. R_time is computed (and the complexity judge
+    run at all) only when every test passes and `with_time` (stage 2). Returns the judge result
+    plus `complexity`, `meets_optimal` and `reward` = dict(format, correctness, time, total) where
+    format/correctness/time are the raw components in [0, 1] and total the weighted gated sum."""
+    r_format = float(format_ok(text, lang, truncated=truncated, require_think=require_think))
+    code = extract_code(text.split("</think>")[-1] if require_think else text, lang)
+    if code is None or not code.strip():
+        result = {"passed": 0, "total": len(all_tests(problem)), "pass_rate": 0.0,
+                  "verdicts": ["CE"] * len(all_tests(problem)), "sandbox": sandbox_features(isolation_backend(isolation)),
+                  "details": ["no code block found"]}
+    else:
+        result = judge(problem, code, lang=lang, limits=limits, isolation=isolation,
+                       require_full_isolation=require_full_isolation, float_tol=float_tol)
+    result["complexity"], result["meets_optimal"], result["complexity_detail"] = None, None, None
+    r_time = 0.0
+    if with_time and result["pass_rate"] == 1.0 and (measured or model_judge is not None):
+        c = cached_complexity(problem, code, lang=lang, fast=fast, measured=measured, model_judge=model_judge,
+                              isolation=isolation)
+        result["complexity"], result["meets_optimal"], result["complexity_detail"] = c["complexity"], c["meets_optimal"], c
+        r_time = float(bool(c["meets_optimal"]))
+    total = w_format * r_format + w_correctness * result["pass_rate"]
+    if result["pass_rate"] == 1.0:  # the gate of Figure 3
+        total += w_time * r_time
+    result["reward"] = {"format": r_format, "correctness": result["pass_rate"], "time": r_time, "total": total}
+    return result
+
+
+# ----------------------------------------------------------------------------- command line
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Judge one solution against one problem (prints one JSON object).")
+    p.add_argument("--problem", required=True, help="problem .json or .jsonl (LiveCodeBench layout)")
+    p.add_argument("--id", default=None, help="question_id to pick when the file holds several problems")
+    p.add_argument("--code", required=True, help="solution file, or - for stdin; markdown responses are accepted")
+    p.add_argument("--lang", default="python", help="python or cpp")
+    p.add_argument("--complexity", action="store_true", help="also judge time complexity (R_time)")
+    p.add_argument("--fast", action="store_true", help="fast complexity setting (few sizes, 2 reps)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON line")
+    # Sandbox
+    p.add_argument("--time-limit", type=float, default=Limits.time_s, help="seconds per test (wall clock)")
+    p.add_argument("--memory-mb", type=int, default=Limits.memory_mb)
+    p.add_argument("--float-tol", type=float, default=0.0, help="relative tolerance for float tokens")
+    p.add_argument("--require-full-isolation", action="store_true", help="refuse to run without namespaces")
+    p.add_argument("--no-bwrap", action="store_true", help="use the unshare fallback even if bwrap exists")
+    # Reward
+    p.add_argument("--w-format", type=float, default=0.1)
+    p.add_argument("--w-correctness", type=float, default=1.0)
+    p.add_argument("--w-time", type=float, default=0.5)
+    p.add_argument("--model-endpoint", default=None, help="OpenAI-compatible base URL for the model complexity judge")
+    p.add_argument("--model-name", default="default")
+    args = p.parse_args(argv)
+
+    try:
+        problems = load_problems(args.problem)
+        if args.id is not None:
+            problems = [q for q in problems if q["question_id"] == args.id]
+            if not problems:
+                raise ProblemError(f"{args.problem}: no problem with question_id {args.id!r}")
+        elif len(problems) > 1:
+            raise ProblemError(f"{args.problem}: holds {len(problems)} problems; pick one with --id")
+        if args.lang not in LANG_TAGS:
+            raise ProblemError(f"{args.problem}: unknown language {args.lang!r} (python or cpp)")
+        text = sys.stdin.read() if args.code == "-" else open(args.code, encoding="utf-8").read()
+    except (ProblemError, OSError) as e:
+        print(f"code_judge: error: {e}", file=sys.stderr)
+        return 2
+    problem = problems[0]
+    model_judge = None
+    if args.model_endpoint:
+        def model_judge(prob, code):
+            return model_complexity(prob, code, lang=args.lang, endpoint=args.model_endpoint, model=args.model_name)[0]
+    try:
+        r = reward_components(problem, text, lang=args.lang, require_think="</think>" in text,
+                              with_time=args.complexity, w_format=args.w_format, w_correctness=args.w_correctness,
+                              w_time=args.w_time, fast=args.fast, model_judge=model_judge,
+                              limits=Limits(time_s=args.time_limit, memory_mb=args.memory_mb),
+                              isolation="unshare" if args.no_bwrap else "auto",
+                              require_full_isolation=args.require_full_isolation, float_tol=args.float_tol)
+    except SandboxError as e:
+        print(f"code_judge: error: problem {problem['question_id']}: {e}", file=sys.stderr)
+        return 3
+    out = {k: r[k] for k in ("passed", "total", "pass_rate", "verdicts", "complexity", "meets_optimal",
+                             "sandbox", "reward")}
+    out["question_id"] = problem["question_id"]
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{problem['question_id']}: {r['passed']}/{r['total']} passed  verdicts={' '.join(r['verdicts'])}")
+        print(f"complexity={r['complexity']} meets_optimal={r['meets_optimal']} sandbox={r['sandbox']['backend']}")
+        print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
