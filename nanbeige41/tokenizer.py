@@ -74,6 +74,7 @@ the assistant-written text with transformers' `{% generation %}` tag, so `return
 encode_chat's mask; a Jinja engine without that extension will not parse the template.
 """
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -557,11 +558,10 @@ def train_toy_tokenizer(texts: Iterable[str], vocab_size: int = 4096) -> Tokeniz
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
+    # The trainer does not know the chat tokens (they are added afterwards), so cut them out of the texts: the BPE
+    # then learns merges only from the text between them, which is all that encode() ever hands it.
+    chat_token = re.compile("|".join(re.escape(t) for t in [UNK, *SPECIAL_TOKENS, *ADDED_TOKENS]))
     fixed_texts = [DEFAULT_SYSTEM_PROMPT, TOOL_SYSTEM_PROMPT, TOOLS_HEADER, TOOLS_FOOTER]
-    tokenizer.train_from_iterator(_chain(fixed_texts, texts), trainer=trainer)
+    pieces = (piece for text in itertools.chain(fixed_texts, texts) for piece in chat_token.split(text) if piece)
+    tokenizer.train_from_iterator(pieces, trainer=trainer)
     return Tokenizer(tokenizer, pad_token=UNK)
-
-
-def _chain(first: list[str], rest: Iterable[str]):
-    yield from first
-    yield from rest

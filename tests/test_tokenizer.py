@@ -171,6 +171,14 @@ def test_training_is_deterministic(tmp_path):
     assert (tmp_path / "d" / "tokenizer.json").read_bytes() != data
 
 
+def test_chat_tokens_do_not_leak_into_bpe_merges(tok):
+    # Training texts are rendered chats; their chat-token strings are cut out before the BPE sees them.
+    texts = [tok.render(messages, tools) for messages, tools in CONVERSATIONS[:40]]
+    trained = train_toy_tokenizer(texts, vocab_size=700)
+    learned = trained._tokenizer.get_vocab(with_added_tokens=False)
+    assert not [t for t in learned if "<|" in t or "|>" in t or "im_start" in t or "think>" in t]
+
+
 def test_from_pretrained_round_trip(tok, tmp_path):
     tok.save_pretrained(tmp_path)
     assert {p.name for p in tmp_path.iterdir()} >= {"tokenizer.json", "tokenizer_config.json",
