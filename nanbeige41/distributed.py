@@ -1,0 +1,143 @@
+"""Process groups, FSDP2 sharding and the few collectives the trainers need. The model knows nothing of these.
+
+    python train_sft.py ...                                   # one plain process, no process group
+    torchrun --nproc_per_node 8 train_sft.py ...              # one process per GPU (nccl), or per CPU slot (gloo)
+
+- `setup()` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); gloo on CPU, nccl on GPU.
+- `parallelize(model, ...)` applies, from outside the model as torchtitan does, per-block activation checkpointing
+  and FSDP2 `fully_shard` on every transformer block, then on the root (embeddings, final norm, head).
+- `all_reduce_sum` / `all_reduce_max`: global token counts and "did any rank see a NaN" flags.
+- `load_full_state_dict(model, state)` / `full_state_dict(model)`: move a plain (unsharded) state dict into a sharded
+  model from rank 0, and gather one back on rank 0 (checkpoint.py uses these for HF weights).
+
+Gradient reduction: the trainers normalise their loss by the *global* token count already, so FSDP's default
+averaging over ranks would divide a second time; `parallelize` sets the divide factor to 1 (gradients are summed).
+"""
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self):
+        return self.rank == 0
+
+    @property
+    def enabled(self):
+        return self.world_size > 1 or dist.is_initialized()
+
+
+def setup(device=None):
+    """Initialise from torchrun's environment, or a plain single process when there is none.
+    device: "cpu" / "cuda" to force one; default cuda when available. Returns a Dist."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+        return Dist(device=dev)
+    rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", 0))
+    if device == "cuda":
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    else:
+        dev = torch.device("cpu")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    return Dist(rank=rank, world_size=world, local_rank=local, device=dev)
+
+
+def cleanup():
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def print0(*args, **kwargs):
+    """print on rank 0 only (every rank runs the same script)."""
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(*args, **kwargs, flush=True)
+
+
+def all_reduce_sum(value, device=None):
+    """Sum of a Python number (or a tensor) over ranks; returned as the same kind. Identity without a group."""
+    if not dist.is_initialized():
+        return value
+    t = value.detach().clone() if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=torch.float64)
+    if device is not None:
+        t = t.to(device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t if isinstance(value, torch.Tensor) else type(value)(t.item())
+
+
+def all_reduce_max(value, device=None):
+    """Max of a Python number over ranks (e.g. a 0/1 'bad loss' flag): every rank takes the same decision."""
+    if not dist.is_initialized():
+        return value
+    t = torch.tensor(float(value), dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return type(value)(t.item())
+
+
+def broadcast_object(obj):
+    """rank 0's Python object on every rank."""
+    if not dist.is_initialized():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def parallelize(model, activation_checkpointing=False, mp_policy=None, reshard_after_forward=True):
+    """Shard `model` (a Transformer, possibly still on the meta device) with FSDP2 and/or turn on activation
+    checkpointing. Without a process group only the checkpointing applies.
+
+    Each transformer block is one FSDP unit (its parameters are all-gathered just before it runs and freed after),
+    the root unit holds embed_tokens, the final norm and lm_head. Activation checkpointing recomputes each block in
+    the backward pass (model.gradient_checkpointing, applied per block inside the model's forward)."""
+    model.gradient_checkpointing = activation_checkpointing
+    if not dist.is_initialized():
+        return model
+    from torch.distributed.fsdp import fully_shard
+    kwargs = dict(reshard_after_forward=reshard_after_forward)
+    if mp_policy is not None:
+        kwargs["mp_policy"] = mp_policy
+    for block in model.model.layers:
+        fully_shard(block, **kwargs)
+    fully_shard(model, **kwargs)
+    model.set_gradient_divide_factor(1.0)  # losses are already divided by the global token count
+    return model
+
+
+def is_sharded(model):
+    from torch.distributed.fsdp import FSDPModule
+    return isinstance(model, FSDPModule)
+
+
+def load_full_state_dict(model, state):
+    """Load a full (unsharded) state dict held by rank 0 into `model`, sharded or not. Other ranks pass {}.
+    The model may have been materialised with to_empty(); every parameter is overwritten."""
+    if not is_sharded(model):
+        model.load_state_dict(state, strict=True)
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+    set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+
+
+def full_state_dict(model):
+    """The full model state dict on CPU, on rank 0 ({} elsewhere for a sharded model). Collective when sharded."""
+    if not is_sharded(model):
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
