@@ -34,6 +34,7 @@ import re
 import string
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import requests
@@ -300,21 +301,20 @@ class Toolbox:
         return self.python_runner(code)
 
 
-def python_runner_from_code_judge():
-    """The python tool runs only through code_judge.py's sandbox; None when that module has no runner."""
+def python_runner_from_code_judge(time_s=10.0):
+    """The python tool runs only through code_judge.py's sandbox (its `run_tests`, one run with empty
+    stdin); None when that module is not importable, and then the tool is not offered at all."""
     try:
         import code_judge
     except ImportError:
         return None
-    run = getattr(code_judge, "run_sandboxed", None) or getattr(code_judge, "run_in_sandbox", None)
-    if run is None:
-        return None
 
     def runner(code):
-        result = run(code)
-        out = result.get("stdout", "") if isinstance(result, dict) else str(result)
-        err = result.get("stderr", "") if isinstance(result, dict) else ""
-        return _cap((out + ("\n[stderr]\n" + err if err else "")).strip() or "(no output)", 2000)
+        runs, _features = code_judge.run_tests(code, [""], limits=code_judge.Limits(time_s=time_s))
+        run = runs[0]
+        output = run.output if isinstance(run.output, str) else json.dumps(run.output)
+        status = "" if run.status == "ok" else f"[{run.status}: {run.detail}]\n"
+        return _cap(status + (output.strip() or "(no output)"), 2000)
     return runner
 
 
@@ -645,3 +645,384 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
         if all(v is None or v["pass"] for v in verdicts) and size <= max_chars:
             records.append(record)
     return records
+
+
+# -----------------------------------------------------------------------------
+# The agent loop: ReAct in the family's chat format, context policy, token in / token out
+
+@dataclass
+class AgentConfig:
+    max_turns: int = 600             # tool-call turns (the paper's figure)
+    max_context_tokens: int = 4096   # the model's window: prompt + max_new_tokens never exceeds it
+    max_new_tokens: int = 256        # per turn
+    keep_last_k: int = 5             # tool results shown verbatim; older ones become PLACEHOLDER
+    rewrite_slack: int = 5           # let up to k + slack verbatim results accumulate before rewriting
+    obs_max_chars: int = 1500        # cap per observation as the model sees it (the record keeps it whole)
+    max_consecutive_errors: int = 5  # failed turns in a row before the episode ends with "error"
+    wall_clock_s: float = 0.0        # 0: no limit
+    drop_to: float = 0.75            # when over the window, drop oldest turns until the prompt is this full
+
+
+PLACEHOLDER = "[older tool result omitted]"
+FORCE_ANSWER = "Stop searching: the context is full. Reply now without tool calls as <answer>ANSWER</answer>."
+NO_CALL = "Error: no tool call and no <answer>...</answer>. Call a tool, or give the final answer."
+CUT_OFF = "Error: the reply was cut off at the token limit. Be brief; call a tool or answer."
+
+
+def assistant_text(tokenizer, message):
+    """What a model writes after the generation prompt for `message`, in render's layout (reasoning,
+    </think>, content, tool calls, <|im_end|>). Placed after a user turn so its reasoning is kept."""
+    probe = [{"role": "user", "content": "."}]
+    head = tokenizer.render(probe, add_generation_prompt=True)
+    return tokenizer.render(probe + [message])[len(head):].rstrip("\n")
+
+
+class Episode:
+    """One rollout as a state machine: `request()` gives the next prompt (or None when done), `step()`
+    takes the policy's generation. Batched rollouts drive many episodes in lockstep (rollout_group).
+
+    Context policy, applied to the view the model reads (the record keeps everything):
+    - system prompt and question always; the last keep_last_k..keep_last_k+rewrite_slack tool results
+      verbatim (capped at obs_max_chars), older ones replaced by PLACEHOLDER — the slack lets the prompt
+      grow by appending for a few turns before a rewrite;
+    - over the window, the oldest whole turns are dropped (a note says how many) until the prompt is
+      drop_to full; when even the newest turn alone cannot fit, the model is asked for its answer
+      (termination `context_limit`).
+    Token in / token out: while the view only grows by appending, the next prompt is the previous prompt
+    + the exact generated ids + the rendered tool results, all in one training segment; a rewrite starts a
+    new segment whose prompt is the freshly rendered view. Loss mask 1 exactly on generated ids.
+    """
+
+    def __init__(self, question, tokenizer, toolbox, config, system_prompt=SYSTEM_PROMPT):
+        self.tok, self.toolbox, self.config = tokenizer, toolbox, config
+        self.base = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
+        self.turns, self.segments = [], []
+        self.dropped, self.verbatim_from, self.n_results = 0, 0, 0
+        self.forced = False
+        self.termination, self.final_answer, self.error = None, None, None
+        self.consecutive_errors = 0
+        self.started = time.monotonic()
+        self._pending = None  # (view, view_state) of the prompt handed out by request()
+
+    # -- the view --------------------------------------------------------------------------------
+    def view(self, dropped, verbatim_from, forced=False):
+        messages = list(self.base)
+        if dropped:
+            messages.append({"role": "user", "content": f"[{dropped} earlier turns omitted to fit the context]"})
+        result_index = sum(len(t["observations"]) for t in self.turns[:dropped])
+        for turn in self.turns[dropped:]:
+            messages.append(turn["message"])
+            for obs in turn["observations"]:
+                shown = _cap(obs, self.config.obs_max_chars) if result_index >= verbatim_from else PLACEHOLDER
+                messages.append({"role": "tool", "content": shown})
+                result_index += 1
+        if forced:
+            messages.append({"role": "user", "content": FORCE_ANSWER})
+        return messages
+
+    def _render_ids(self, messages):
+        return self.tok.encode(self.tok.render(messages, tools=self.toolbox.schemas, add_generation_prompt=True))
+
+    # -- one turn --------------------------------------------------------------------------------
+    def request(self):
+        """The next prompt as {prompt_ids, messages, tools}, or None when the episode has ended."""
+        cfg = self.config
+        if self.termination:
+            return None
+        if cfg.wall_clock_s and time.monotonic() - self.started > cfg.wall_clock_s:
+            return self._end("wall_clock")
+        if len(self.turns) >= cfg.max_turns and not self.forced:
+            return self._end("max_turns")
+        budget = cfg.max_context_tokens - cfg.max_new_tokens
+        if self.n_results - self.verbatim_from > cfg.keep_last_k + cfg.rewrite_slack:
+            self.verbatim_from = self.n_results - cfg.keep_last_k
+        state = (self.dropped, self.verbatim_from, self.forced)
+        messages = self.view(*state)
+        seg = self.segments[-1] if self.segments else None
+        ids = None
+        if seg is not None and seg["state"] == state and self.turns:
+            # append-only since the last prompt: extend the segment with the text render adds after the turn
+            before = self.tok.render(messages[:-len(self.turns[-1]["observations"])], tools=self.toolbox.schemas)
+            after = self.tok.render(messages, tools=self.toolbox.schemas, add_generation_prompt=True)
+            if after.startswith(before):
+                last_gen = self.turns[-1]["generated_ids"]
+                closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
+                appended = closing + self.tok.encode("\n" + after[len(before):])
+                if len(seg["prompt_ids"]) + len(seg["completion_ids"]) + len(appended) <= budget:
+                    ids = appended
+        if ids is not None:
+            seg["completion_ids"] += ids
+            seg["logprobs"] += [0.0] * len(ids)
+            seg["loss_mask"] += [0] * len(ids)
+            prompt_len = len(seg["prompt_ids"]) + len(seg["completion_ids"])
+        else:
+            prompt_ids = self._render_ids(messages)
+            while len(prompt_ids) > budget and self.dropped < len(self.turns) - 1:
+                # drop whole oldest turns, estimating how many from the average turn length
+                per_turn = max(1, len(prompt_ids) // max(len(self.turns) - self.dropped, 1))
+                excess = len(prompt_ids) - int(cfg.drop_to * budget)
+                self.dropped = min(len(self.turns) - 1, self.dropped + max(1, excess // per_turn))
+                self.verbatim_from = max(self.verbatim_from,
+                                         sum(len(t["observations"]) for t in self.turns[:self.dropped]))
+                state = (self.dropped, self.verbatim_from, self.forced)
+                messages = self.view(*state)
+                prompt_ids = self._render_ids(messages)
+            if len(prompt_ids) > budget:
+                if self.forced:  # even the forced-answer prompt does not fit: nothing left to ask
+                    return self._end("context_limit")
+                self.forced = True
+                return self.request()
+            self.segments.append({"prompt_ids": prompt_ids, "completion_ids": [], "logprobs": [], "loss_mask": [],
+                                  "turns": [], "state": state})
+            prompt_len = len(prompt_ids)
+        self._pending = {"dropped": state[0], "verbatim_from": state[1], "forced": state[2],
+                         "prompt_tokens": prompt_len, "segment": len(self.segments) - 1,
+                         "appended": ids is not None}
+        seg = self.segments[-1]
+        return {"prompt_ids": seg["prompt_ids"] + seg["completion_ids"], "messages": messages,
+                "tools": self.toolbox.schemas}
+
+    def step(self, generation):
+        """Take the policy's output {tokens, logprobs, finish_reason} for the last request and run tools."""
+        view, seg = self._pending, self.segments[-1]
+        ids = list(generation["tokens"])
+        logprobs = list(generation.get("logprobs") or [0.0] * len(ids))
+        start = len(seg["completion_ids"])
+        seg["completion_ids"] += ids
+        seg["logprobs"] += logprobs
+        seg["loss_mask"] += [1] * len(ids)
+        seg["turns"].append(len(self.turns))
+        text = self.tok.decode(ids)
+        parsed = self.tok.parse_assistant(text)
+        reasoning, content = parsed["reasoning"] or "", parsed["content"] or ""
+        calls, errors = parsed["tool_calls"], list(parsed["errors"])
+        turn = {"index": len(self.turns), "generated_ids": ids, "span": [start, start + len(ids)],
+                "segment": view["segment"], "view": view, "finish_reason": generation.get("finish_reason"),
+                "raw_text": text, "reasoning": reasoning, "content": content, "tool_calls": calls,
+                "parse_errors": errors, "observations": [], "ok": [], "final_answer": None}
+        if generation.get("finish_reason") == "length" and not calls:
+            errors.append("cut off at max_new_tokens")
+        if errors:  # show the model its own malformed attempt, run nothing, say what was wrong
+            turn["tool_calls"] = []
+            raw = text.split(self.tok.decode([self.tok.im_end_id]))[0]
+            turn["message"] = {"role": "assistant", "reasoning_content": reasoning,
+                               "content": raw.split("</think>", 1)[-1].lstrip("\n"), "tool_calls": []}
+            reason = CUT_OFF if errors[-1] == "cut off at max_new_tokens" else "Error: malformed tool call: " + "; ".join(errors)
+            turn["observations"], turn["ok"] = [_cap(reason, 600)], [False]
+        else:
+            turn["message"] = {"role": "assistant", "reasoning_content": reasoning, "content": content,
+                               "tool_calls": [{"type": "function", "function": c} for c in calls]}
+            if calls:
+                for call in calls:
+                    obs, ok = self.toolbox.call(call["name"], call["arguments"])
+                    turn["observations"].append(obs)
+                    turn["ok"].append(ok)
+            elif extract_answer(content) is not None:
+                turn["final_answer"] = extract_answer(content)
+            else:
+                turn["observations"], turn["ok"] = [NO_CALL], [False]
+        self.turns.append(turn)
+        self.n_results += len(turn["observations"])
+        if turn["final_answer"] is not None:
+            self.final_answer = turn["final_answer"]
+            return self._end("context_limit" if view["forced"] else "answer")
+        if view["forced"]:  # the forced final turn did not answer
+            return self._end("context_limit")
+        self.consecutive_errors = 0 if any(turn["ok"]) else self.consecutive_errors + 1
+        if self.consecutive_errors > self.config.max_consecutive_errors:
+            self.error = f"{self.consecutive_errors} failed turns in a row"
+            return self._end("error")
+
+    def _end(self, reason, error=None):
+        self.termination = reason
+        self.error = error or self.error
+        return None
+
+    def record(self):
+        """The whole trajectory as plain JSON-able data (see rollout_group)."""
+        messages = list(self.base)
+        for t in self.turns:
+            messages.append(t["message"])
+            messages += [{"role": "tool", "content": o} for o in t["observations"]]
+        segments = [{k: v for k, v in s.items() if k != "state"} for s in self.segments]
+        return {"question": self.base[1]["content"], "termination": self.termination,
+                "final_answer": self.final_answer, "error": self.error, "turns": self.turns, "segments": segments,
+                "messages": messages, "seconds": round(time.monotonic() - self.started, 3)}
+
+
+def view_messages(episode, turn_index):
+    """The messages the model saw at `turn_index` (rebuilt from the record's view state)."""
+    v = episode.turns[turn_index]["view"]
+    saved, episode.turns = episode.turns, episode.turns[:turn_index]
+    try:
+        return episode.view(v["dropped"], v["verbatim_from"], v["forced"])
+    finally:
+        episode.turns = saved
+
+
+# -----------------------------------------------------------------------------
+# Policies: generate(requests, max_new_tokens) -> [{tokens, logprobs, finish_reason}]
+
+class ModelPolicy:
+    """This project's model in-process, through nanbeige41.generate's batched KV-cache sampling."""
+
+    def __init__(self, model, tokenizer, temperature=1.0, top_p=1.0, top_k=0, seed=None):
+        self.model, self.tok = model, tokenizer
+        self.temperature, self.top_p, self.top_k, self.seed = temperature, top_p, top_k, seed
+        self.calls = 0
+
+    def generate(self, requests, max_new_tokens):
+        from nanbeige41.generate import generate
+        self.calls += 1
+        seed = None if self.seed is None else self.seed + self.calls  # fresh noise each turn, reproducible
+        return generate(self.model, [r["prompt_ids"] for r in requests], max_new_tokens,
+                        temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                        eos_ids=[self.tok.im_end_id], seed=seed)
+
+    def chat(self, messages, max_new_tokens=256):
+        """messages -> reply content, greedy: lets this model serve as LLMCritic / llm_judge."""
+        from nanbeige41.generate import generate
+        prompt = self.tok.encode(self.tok.render(messages, add_generation_prompt=True))
+        out = generate(self.model, [prompt], max_new_tokens, temperature=0.0, eos_ids=[self.tok.im_end_id])
+        return self.tok.parse_assistant(self.tok.decode(out[0]["tokens"]))["content"] or ""
+
+
+class EndpointPolicy:
+    """Any OpenAI-compatible /chat/completions endpoint (a strong model for data synthesis). The reply
+    message is put back into this family's text layout and tokenised with our tokenizer, so records look
+    the same as in-process ones; log-probs are not available (zeros) and the ids are a re-tokenisation,
+    fine for SFT data, not for RL."""
+
+    def __init__(self, url, model, tokenizer, api_key_env="OPENAI_API_KEY", temperature=0.7, **http):
+        self.url, self.model, self.tok = url.rstrip("/"), model, tokenizer
+        self.api_key_env, self.temperature, self.http = api_key_env, temperature, http
+
+    def generate(self, requests, max_new_tokens):
+        out = []
+        for r in requests:
+            headers = {"Content-Type": "application/json"}
+            if os.environ.get(self.api_key_env):
+                headers["Authorization"] = "Bearer " + os.environ[self.api_key_env]
+            resp = request_with_retries("POST", self.url + "/chat/completions", what="policy", headers=headers,
+                                        json={"model": self.model, "messages": openai_messages(r["messages"]),
+                                              "tools": r["tools"], "max_tokens": max_new_tokens,
+                                              "temperature": self.temperature}, **self.http)
+            choice = resp.json()["choices"][0]
+            msg = choice["message"]
+            calls = []
+            for c in msg.get("tool_calls") or []:
+                args = c["function"].get("arguments", "{}")
+                try:
+                    args = json.loads(args) if isinstance(args, str) else args
+                except json.JSONDecodeError:
+                    pass  # kept as the raw string: render writes it verbatim and parse_assistant reports it
+                calls.append({"name": c["function"]["name"], "arguments": args})
+            message = {"role": "assistant", "content": msg.get("content") or "",
+                       "reasoning_content": msg.get("reasoning_content") or msg.get("reasoning") or "",
+                       "tool_calls": calls}
+            tokens = self.tok.encode(assistant_text(self.tok, message))
+            out.append({"tokens": tokens, "logprobs": [0.0] * len(tokens),
+                        "finish_reason": "length" if choice.get("finish_reason") == "length" else "eos"})
+        return out
+
+
+def openai_messages(messages):
+    """Our messages in the OpenAI wire format: call ids paired with the tool results that answer them,
+    arguments as JSON strings, reasoning left out (endpoints do not take it back)."""
+    out, pending = [], []
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant":
+            calls = [{"id": f"call_{i}_{k}", "type": "function",
+                      "function": {"name": c["function"]["name"], "arguments": json.dumps(c["function"]["arguments"])}}
+                     for k, c in enumerate(m.get("tool_calls") or [])]
+            pending = [c["id"] for c in calls]
+            out.append({"role": "assistant", "content": m.get("content") or ""} | ({"tool_calls": calls} if calls else {}))
+        elif m["role"] == "tool":
+            out.append({"role": "tool", "content": m["content"], "tool_call_id": pending.pop(0) if pending else "none"})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+class ScriptedPolicy:
+    """For tests and the CLI without a model: `script(messages, turn_index) -> assistant message dict or
+    raw generated text`; ids are the tokenisation of that text, log-probs zeros."""
+
+    def __init__(self, script, tokenizer):
+        self.script, self.tok = script, tokenizer
+        self.turn = 0
+
+    def generate(self, requests, max_new_tokens):
+        out = []
+        for r in requests:
+            reply = self.script(r["messages"], self.turn)
+            text = reply if isinstance(reply, str) else assistant_text(self.tok, reply)
+            tokens = self.tok.encode(text)
+            finish = "eos" if tokens and tokens[-1] == self.tok.im_end_id else "length"
+            tokens = tokens[:max_new_tokens]
+            out.append({"tokens": tokens, "logprobs": [0.0] * len(tokens), "finish_reason": finish})
+        self.turn += 1
+        return out
+
+
+# -----------------------------------------------------------------------------
+# What the GRPO agent stage calls
+
+def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=None, score_method="gaia",
+                  judge_chat=None, system_prompt=SYSTEM_PROMPT):
+    """G rollouts of one question in lockstep (one batched generate call per turn).
+
+    question: a row of data/toy/search_questions.jsonl ({question, answer, path, head, ...}) or a string.
+    Returns G trajectory records, each with
+      segments: [{prompt_ids, completion_ids, logprobs, loss_mask, turns}] — train on
+                prompt_ids + completion_ids with loss where loss_mask == 1 (exactly the generated ids);
+      turns:    per turn its segment, span [start, end) of its generated ids inside completion_ids, tool
+                calls, full observations, view (what the model saw), final_answer;
+      verdicts: the critic's per-turn verdict ({logical_soundness, tool_call_accuracy, information_gain,
+                pass}, None for the final-answer turn);
+      termination (answer | max_turns | context_limit | wall_clock | error), final_answer, score.
+    """
+    config = config or AgentConfig()
+    critic = critic or RuleCritic()
+    row = question if isinstance(question, dict) else {"question": question}
+    episodes = [Episode(row["question"], tokenizer, toolbox, config, system_prompt) for _ in range(G)]
+    while True:
+        live = [(ep, ep.request()) for ep in episodes]
+        live = [(ep, req) for ep, req in live if req is not None]
+        if not live:
+            break
+        try:
+            generations = policy.generate([req for _, req in live], config.max_new_tokens)
+        except (ToolError, requests.RequestException, KeyError, ValueError) as e:
+            for ep, _ in live:  # the policy itself failed (endpoint down, bad reply): end these rollouts
+                ep._end("error", f"policy failed: {type(e).__name__}: {_cap(str(e), 200)}")
+            break
+        for (ep, _), generation in zip(live, generations):
+            ep.step(generation)
+    records = []
+    for ep in episodes:
+        rec = ep.record()
+        rec["gold"] = row.get("answer")
+        rec["verdicts"] = critic.judge(row["question"], ep.turns, row if "path" in row else None)
+        rec["score"] = (score_answer(ep.final_answer, row["answer"], score_method, row["question"], judge_chat)
+                        if "answer" in row else None)
+        records.append(rec)
+    return records
+
+
+def run_agent(policy, question, tokenizer, toolbox, config=None, critic=None, **kwargs):
+    return rollout_group(policy, question, 1, tokenizer, toolbox, config, critic, **kwargs)[0]
+
+
+def expert_script(question_row, world):
+    """A scripted policy's script that replays the SFT expert on a toy question (no length filter)."""
+    records = sft_trajectories(world, [question_row], max_chars=10**9, critic=_PassAll())
+    if not records:
+        raise ValueError(f"the scripted expert cannot solve {question_row['id']}")
+    replies = [m for m in records[0]["messages"] if m["role"] == "assistant"]
+    return lambda messages, turn: replies[min(turn, len(replies) - 1)]
+
+
+class _PassAll:
+    def judge(self, question, turns, gold=None):
+        return [None] * len(turns)

@@ -147,6 +147,10 @@ def slug(title):
     return re.sub(r"[^A-Za-z0-9]+", "_", title).strip("_")
 
 
+def _a(word):
+    return ("an " if word[0] in "aeiou" else "a ") + word
+
+
 def _join(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -290,7 +294,7 @@ def write_article(e, ents):
     s = []
     if e["type"] == "person":
         home = name(ents[r["born_in"]]["relations"]["located_in"])
-        s.append(f"{t} (born {a['birth_year']}) is {'an' if a['occupation'][0] in 'aeiou' else 'a'} {a['occupation']} from {home}.")
+        s.append(f"{t} (born {a['birth_year']}) is {_a(a['occupation'])} from {home}.")
         s.append(f"{t} was born in {name(r['born_in'])} in {a['birth_year']}.")
         s.append(f"{t} studied at {name(r['educated_at'])}.")
         if "mayor_of" in r:
@@ -330,7 +334,7 @@ def write_article(e, ents):
         if alumni:
             s.append(f"Alumni of {t} include {_join(alumni)}.")
     elif e["type"] == "company":
-        s.append(f"{t} is a {a['industry']} company headquartered in {name(r['headquartered_in'])}.")
+        s.append(f"{t} is {_a(a['industry'])} company headquartered in {name(r['headquartered_in'])}.")
         if "founded_by" in r:
             s.append(f"{t} was founded in {a['founded_year']} by {name(r['founded_by'])}.")
         else:
@@ -341,7 +345,7 @@ def write_article(e, ents):
         if products:
             s.append(f"Products made by {t} include the {_join(products)}.")
     elif e["type"] == "product":
-        s.append(f"The {t} is a {a['kind']} made by {name(r['made_by'])}.")
+        s.append(f"The {t} is {_a(a['kind'])} made by {name(r['made_by'])}.")
         s.append(f"The {t} was launched in {a['launch_year']}.")
         if "designed_by" in r:
             s.append(f"The {t} was designed by {name(r['designed_by'])}.")
