@@ -42,11 +42,12 @@ generation prompt renders as
 Loss mask (encode_chat) and generation agree on one boundary: the generation prompt
 `<|im_start|>assistant\n<think>\n` is prompt (mask 0); everything the model writes after it -- reasoning,
 `\n</think>\n\n`, content, tool calls and the closing `<|im_end|>` -- is mask 1; the `\n` after `<|im_end|>` is
-prompt again (generation stops at `<|im_end|>`). encode_chat encodes the prompt pieces and the assistant pieces
-separately, exactly as a rollout does (prompt ids, then sampled ids), so SFT and RL see the same tokens. With the
-toy tokenizer (newlines are their own pre-tokens) this is also identical to `encode(render(messages))`; with a
-tokenizer whose pre-tokenizer or normalizer reaches across that newline the two can differ at the boundary, and the
-piecewise ids are the ones that match rollouts.
+prompt again (generation stops at `<|im_end|>`). encode_chat tokenizes the whole rendered conversation
+(ids == encode(render(messages)), as transformers does) and masks by character offsets. For SFT and RL to see the
+same tokens, the ids before a final assistant turn must equal encode(render(prefix, add_generation_prompt=True)):
+true when no token spans the newline that ends the generation prompt. The toy tokenizer makes every newline its
+own pre-token, so it always holds there (tested); for other tokenizers it depends on their split pattern (GPT-2's,
+for one, joins a newline to a following run of spaces).
 
 Where this matches the released Nanbeige4.1-3B template and where it does not. We could not download the official
 `tokenizer_config.json`; what we matched comes from a public copy of the Nanbeige4.1-3B template (HTML-scraped from
@@ -309,23 +310,23 @@ class Tokenizer:
         block they are rendered with; to train on each turn's own reasoning, call encode_chat on each prefix that
         ends with that assistant turn.
         """
-        ids, mask = [], []
-        for text, is_assistant in self._merged_segments(messages, tools):
-            piece = self.encode(text)
-            ids += piece
-            mask += [int(is_assistant)] * len(piece)
-        return ids, mask
-
-    def _merged_segments(self, messages, tools):
-        # Join neighbouring segments of the same kind: each prompt stretch is then encoded as one string, just as
-        # a rollout encodes its whole prompt at once.
-        merged = []
-        for text, is_assistant in self._segments(messages, tools, False, True):
-            if merged and merged[-1][1] == is_assistant:
-                merged[-1] = (merged[-1][0] + text, is_assistant)
-            elif text:
-                merged.append((text, is_assistant))
-        return merged
+        segments = self._segments(messages, tools, False, True)
+        # Character spans of the assistant-written text, in order.
+        spans, position = [], 0
+        for text, is_assistant in segments:
+            if is_assistant:
+                spans.append((position, position + len(text)))
+            position += len(text)
+        # Tokenize the whole conversation once (ids == encode(render(...)), as transformers does) and mark each token
+        # that overlaps an assistant span: transformers' rule for {% generation %} masks. A token straddling a
+        # boundary would count as assistant; the boundaries here are a newline before and <|im_end|> at the end.
+        encoding = self._tokenizer.encode("".join(text for text, _ in segments), add_special_tokens=False)
+        mask, k = [], 0
+        for start, end in encoding.offsets:
+            while k < len(spans) and spans[k][1] <= start:
+                k += 1
+            mask.append(int(k < len(spans) and spans[k][0] < end))
+        return encoding.ids, mask
 
     def _segments(self, messages, tools, add_generation_prompt, enable_thinking) -> list[tuple[str, bool]]:
         """The rendered conversation as (text, written_by_assistant) pieces; CHAT_TEMPLATE mirrors this."""

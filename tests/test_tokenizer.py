@@ -197,7 +197,7 @@ def test_from_pretrained_adds_missing_chat_tokens(tmp_path):
     plain = HFTokenizer(models.BPE())
     plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     plain.decoder = decoders.ByteLevel()
-    plain.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, show_progress=False,
+    plain.train_from_iterator(CORPUS + ["a\n  b"] * 50, trainers.BpeTrainer(vocab_size=300, show_progress=False,
                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     plain.save(str(tmp_path / "tokenizer.json"))
     loaded = Tokenizer.from_pretrained(tmp_path)
@@ -206,6 +206,16 @@ def test_from_pretrained_adds_missing_chat_tokens(tmp_path):
     ids, mask = loaded.encode_chat([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
     assert ids.count(loaded.im_start_id) == 3 and ids.count(loaded.think_id) == 1
     assert loaded.decode([i for i, m in zip(ids, mask) if m]) == "\n</think>\n\nyo<|im_end|>"
+    # GPT-2's split pattern joins the generation prompt's last newline to the spaces that open this reasoning: the
+    # straddling token counts as assistant, the same rule transformers applies to {% generation %} masks.
+    transformers = pytest.importorskip("transformers")
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "  x", "content": "y"}]
+    ids, mask = loaded.encode_chat(messages)
+    loaded.save_pretrained(tmp_path / "saved")
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / "saved").apply_chat_template(
+        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    assert (theirs["input_ids"], theirs["assistant_masks"]) == (ids, mask)
+    assert loaded.decode([i for i, m in zip(ids, mask) if m]).startswith("\n  x\n</think>")
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         Tokenizer.from_pretrained(tmp_path / "nowhere")
 
