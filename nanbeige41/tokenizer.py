@@ -215,6 +215,7 @@ class Tokenizer:
         missing_added = [t for t in ADDED_TOKENS if tokenizer.token_to_id(t) is None]
         tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in missing_added])
         self._tokenizer = tokenizer
+        # Tokens the tokenizer knows, added ones included; the released model pads its embedding to 166144.
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         self.im_start_id = tokenizer.token_to_id(IM_START)
         self.im_end_id = tokenizer.token_to_id(IM_END)
