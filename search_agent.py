@@ -41,7 +41,8 @@ import requests
 
 from nanbeige41 import toy_world
 
-WORLD_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "toy", "world.json")
+ROOT = os.path.dirname(os.path.abspath(__file__))
+WORLD_PATH = os.path.join(ROOT, "data", "toy", "world.json")
 QUESTIONS_PATH = os.path.join(os.path.dirname(WORLD_PATH), "search_questions.jsonl")
 
 SYSTEM_PROMPT = ("You are a deep-search agent. Use the tools to find facts step by step. "
@@ -741,9 +742,12 @@ class Episode:
         seg = self.segments[-1] if self.segments else None
         ids = None
         if seg is not None and seg["state"] == state and self.turns:
-            # append-only since the last prompt: extend the segment with the text render adds after the turn
-            before = self.tok.render(messages[:-len(self.turns[-1]["observations"])], tools=self.toolbox.schemas)
-            after = self.tok.render(messages, tools=self.toolbox.schemas, add_generation_prompt=True)
+            # append-only since the last prompt: extend the segment with the text render puts after the last
+            # assistant turn. Rendered on a two-message probe: a tool result's layout does not depend on what
+            # came before it, and this keeps the cost per turn independent of the context length.
+            probe = [{"role": "user", "content": "."}] + messages[-1 - len(self.turns[-1]["observations"]):]
+            before = self.tok.render(probe[:2])
+            after = self.tok.render(probe, add_generation_prompt=True)
             if after.startswith(before):
                 last_gen = self.turns[-1]["generated_ids"]
                 closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
@@ -1026,3 +1030,130 @@ def expert_script(question_row, world):
 class _PassAll:
     def judge(self, question, turns, gold=None):
         return [None] * len(turns)
+
+
+def turn_samples(record):
+    """One training sample per tool-call or answer turn of a rollout_group record: the exact context the
+    policy saw (prompt_ids), what it generated (response_ids, logprobs, all in the loss) and the critic's
+    verdict. Turns of one segment share a prefix; training on `segments` instead packs them once."""
+    samples = []
+    for turn, verdict in zip(record["turns"], record["verdicts"]):
+        seg = record["segments"][turn["segment"]]
+        start, end = turn["span"]
+        samples.append({"turn": turn["index"], "prompt_ids": seg["prompt_ids"] + seg["completion_ids"][:start],
+                        "response_ids": seg["completion_ids"][start:end], "logprobs": seg["logprobs"][start:end],
+                        "loss_mask": seg["loss_mask"][start:end], "verdict": verdict,
+                        "turn_ok": None if verdict is None else verdict["pass"],
+                        "finish_reason": turn["finish_reason"]})
+    return samples
+
+
+# -----------------------------------------------------------------------------
+# Command line
+
+TOY_CHECKPOINTS = [os.path.join(ROOT, "runs", "toy", "agent"), os.path.join(ROOT, "runs", "toy", "sft")]
+
+
+def find_toy_question(text):
+    for q in toy_world.load_questions(QUESTIONS_PATH):
+        if q["question"].strip().lower() == text.strip().lower() or q["id"] == text.strip():
+            return q
+    return None
+
+
+def print_record(rec):
+    for turn, verdict in zip(rec["turns"], rec["verdicts"]):
+        calls = turn["tool_calls"] or ([{"name": "(answer)", "arguments": turn["final_answer"]}]
+                                       if turn["final_answer"] is not None else [{"name": "(no call)", "arguments": ""}])
+        for call, obs in zip(calls, turn["observations"] or [""]):
+            print(f"turn {turn['index']:>3} [{call['name']}] {json.dumps(call['arguments'], ensure_ascii=False)}")
+            if turn["reasoning"]:
+                print(f"      think: {_cap(turn['reasoning'], 200)}")
+            for line in _cap(obs, 400).split("\n") if obs else []:
+                print(f"      | {line}")
+        if verdict:
+            print("      critic: " + " ".join(f"{d}={verdict[d]:.2f}" for d in DIMENSIONS)
+                  + (" pass" if verdict["pass"] else " FAIL"))
+    print(f"termination: {rec['termination']}" + (f" ({rec['error']})" if rec["error"] else ""))
+    print(f"final answer: {rec['final_answer']}")
+    if rec["score"] is not None:
+        print(f"gold: {rec['gold']}  correct: {rec['score']['correct']}  em={rec['score']['em']:.0f} "
+              f"f1={rec['score']['f1']:.2f}")
+
+
+def main(argv=None):
+    import argparse
+    p = argparse.ArgumentParser(description="Run the deep-search agent on one question and print the trajectory.")
+    p.add_argument("--question", required=True, help="question text, or a toy question id such as toy-0003")
+    # Policy
+    p.add_argument("--ckpt", help="HF-format checkpoint directory (in-process model)")
+    p.add_argument("--endpoint", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", default="default", help="model name sent to --endpoint")
+    p.add_argument("--scripted", action="store_true", help="the scripted expert (toy questions only)")
+    p.add_argument("--tokenizer", help="tokenizer directory (default: the checkpoint's, else the toy one)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    # Tools
+    p.add_argument("--backend", choices=["local", "web"], default="local")
+    p.add_argument("--world", default=WORLD_PATH)
+    p.add_argument("--no-python", action="store_true", help="do not offer the python tool")
+    # Context policy
+    defaults = AgentConfig()
+    p.add_argument("--max-turns", type=int, default=defaults.max_turns)
+    p.add_argument("--max-context-tokens", type=int, default=defaults.max_context_tokens)
+    p.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
+    p.add_argument("--keep-last-k", type=int, default=defaults.keep_last_k)
+    p.add_argument("--rewrite-slack", type=int, default=defaults.rewrite_slack)
+    p.add_argument("--obs-max-chars", type=int, default=defaults.obs_max_chars)
+    p.add_argument("--wall-clock", type=float, default=0.0, help="seconds; 0 = no limit")
+    # Judging and output
+    p.add_argument("--critic", choices=["rule", "llm"], default="rule", help="llm: judged by --endpoint")
+    p.add_argument("--score", choices=["gaia", "em", "f1", "llm"], default="gaia")
+    p.add_argument("--json", action="store_true", help="print the whole record as JSON")
+    args = p.parse_args(argv)
+
+    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+    row = find_toy_question(args.question) or {"question": args.question}
+    ckpt = args.ckpt
+    if not (ckpt or args.endpoint or args.scripted):
+        ckpt = next((c for c in TOY_CHECKPOINTS if os.path.isfile(os.path.join(c, "config.json"))), None)
+        if ckpt is None:
+            print("search_agent: no --ckpt/--endpoint given and no toy checkpoint in " + " or ".join(TOY_CHECKPOINTS)
+                  + ".\nMake one with:  python train_sft.py --config toy --out runs/toy/sft\n"
+                  "(then optionally: torchrun --standalone --nproc_per_node 1 train_grpo.py --stage agent), "
+                  "or add --scripted to watch the scripted expert on a toy question.")
+            return 2
+        print(f"search_agent: using the toy checkpoint {ckpt}")
+    tok_dir = args.tokenizer or (ckpt if ckpt and os.path.isfile(os.path.join(ckpt, "tokenizer.json"))
+                                 else toy_tokenizer_path())
+    tokenizer = Tokenizer.from_pretrained(tok_dir)
+    if args.scripted:
+        if "path" not in row:
+            p.error("--scripted follows a toy question's gold path: pass a question of data/toy/search_questions.jsonl")
+        policy = ScriptedPolicy(expert_script(row, toy_world.load_world(args.world)), tokenizer)
+    elif args.endpoint and not ckpt:
+        policy = EndpointPolicy(args.endpoint, args.model, tokenizer, temperature=args.temperature)
+    else:
+        from nanbeige41.model import Transformer
+        policy = ModelPolicy(Transformer.from_pretrained(ckpt), tokenizer, args.temperature, args.top_p, seed=args.seed)
+    toolbox = make_toolbox(args.backend, args.world, with_python=not args.no_python)
+    judge_chat = endpoint_chat(args.endpoint, args.model) if args.endpoint else (
+        policy.chat if isinstance(policy, ModelPolicy) else None)
+    if (args.critic == "llm" or args.score == "llm") and judge_chat is None:
+        p.error("--critic llm / --score llm need --endpoint or a model")
+    critic = LLMCritic(judge_chat) if args.critic == "llm" else RuleCritic()
+    config = AgentConfig(max_turns=args.max_turns, max_context_tokens=args.max_context_tokens,
+                         max_new_tokens=args.max_new_tokens, keep_last_k=args.keep_last_k,
+                         rewrite_slack=args.rewrite_slack, obs_max_chars=args.obs_max_chars,
+                         wall_clock_s=args.wall_clock)
+    rec = run_agent(policy, row, tokenizer, toolbox, config, critic, score_method=args.score, judge_chat=judge_chat)
+    if args.json:
+        print(json.dumps({**rec, "config": asdict(config)}, ensure_ascii=False))
+    else:
+        print_record(rec)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
