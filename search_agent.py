@@ -687,8 +687,8 @@ class Episode:
       verbatim (capped at obs_max_chars), older ones replaced by PLACEHOLDER — the slack lets the prompt
       grow by appending for a few turns before a rewrite;
     - over the window, the oldest whole turns are dropped (a note says how many) until the prompt is
-      drop_to full; when even the newest turn alone cannot fit, the model is asked for its answer
-      (termination `context_limit`).
+      drop_to full; when even the newest turn alone cannot fit, the model is asked for its answer with
+      the observations shown shorter until the prompt fits (termination `context_limit`).
     Token in / token out: while the view only grows by appending, the next prompt is the previous prompt
     + the exact generated ids + the rendered tool results, all in one training segment; a rewrite starts a
     new segment whose prompt is the freshly rendered view. Loss mask 1 exactly on generated ids.
@@ -699,14 +699,14 @@ class Episode:
         self.base = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
         self.turns, self.segments = [], []
         self.dropped, self.verbatim_from, self.n_results = 0, 0, 0
-        self.forced = False
+        self.forced, self.obs_cap = False, config.obs_max_chars
         self.termination, self.final_answer, self.error = None, None, None
         self.consecutive_errors = 0
         self.started = time.monotonic()
         self._pending = None  # (view, view_state) of the prompt handed out by request()
 
     # -- the view --------------------------------------------------------------------------------
-    def view(self, dropped, verbatim_from, forced=False):
+    def view(self, dropped, verbatim_from, forced=False, obs_cap=None):
         messages = list(self.base)
         if dropped:
             messages.append({"role": "user", "content": f"[{dropped} earlier turns omitted to fit the context]"})
@@ -714,7 +714,7 @@ class Episode:
         for turn in self.turns[dropped:]:
             messages.append(turn["message"])
             for obs in turn["observations"]:
-                shown = _cap(obs, self.config.obs_max_chars) if result_index >= verbatim_from else PLACEHOLDER
+                shown = _cap(obs, obs_cap or self.config.obs_max_chars) if result_index >= verbatim_from else PLACEHOLDER
                 messages.append({"role": "tool", "content": shown})
                 result_index += 1
         if forced:
@@ -737,7 +737,7 @@ class Episode:
         budget = cfg.max_context_tokens - cfg.max_new_tokens
         if self.n_results - self.verbatim_from > cfg.keep_last_k + cfg.rewrite_slack:
             self.verbatim_from = self.n_results - cfg.keep_last_k
-        state = (self.dropped, self.verbatim_from, self.forced)
+        state = (self.dropped, self.verbatim_from, self.forced, self.obs_cap)
         messages = self.view(*state)
         seg = self.segments[-1] if self.segments else None
         ids = None
@@ -768,18 +768,23 @@ class Episode:
                 self.dropped = min(len(self.turns) - 1, self.dropped + max(1, excess // per_turn))
                 self.verbatim_from = max(self.verbatim_from,
                                          sum(len(t["observations"]) for t in self.turns[:self.dropped]))
-                state = (self.dropped, self.verbatim_from, self.forced)
+                state = (self.dropped, self.verbatim_from, self.forced, self.obs_cap)
                 messages = self.view(*state)
                 prompt_ids = self._render_ids(messages)
-            if len(prompt_ids) > budget:
-                if self.forced:  # even the forced-answer prompt does not fit: nothing left to ask
-                    return self._end("context_limit")
-                self.forced = True
+            if len(prompt_ids) > budget and not self.forced:
+                self.forced = True  # the newest turn alone overflows the window: ask for the final answer
                 return self.request()
+            while len(prompt_ids) > budget and self.obs_cap >= 80:
+                self.obs_cap //= 2  # forced prompt: show less of the observations until it fits
+                state = (self.dropped, self.verbatim_from, self.forced, self.obs_cap)
+                messages = self.view(*state)
+                prompt_ids = self._render_ids(messages)
+            if len(prompt_ids) > budget:  # not even the question fits: nothing left to ask
+                return self._end("context_limit")
             self.segments.append({"prompt_ids": prompt_ids, "completion_ids": [], "logprobs": [], "loss_mask": [],
                                   "turns": [], "state": state})
             prompt_len = len(prompt_ids)
-        self._pending = {"dropped": state[0], "verbatim_from": state[1], "forced": state[2],
+        self._pending = {"dropped": state[0], "verbatim_from": state[1], "forced": state[2], "obs_cap": state[3],
                          "prompt_tokens": prompt_len, "segment": len(self.segments) - 1,
                          "appended": ids is not None}
         seg = self.segments[-1]
@@ -859,7 +864,7 @@ def view_messages(episode, turn_index):
     v = episode.turns[turn_index]["view"]
     saved, episode.turns = episode.turns, episode.turns[:turn_index]
     try:
-        return episode.view(v["dropped"], v["verbatim_from"], v["forced"])
+        return episode.view(v["dropped"], v["verbatim_from"], v["forced"], v["obs_cap"])
     finally:
         episode.turns = saved
 
