@@ -456,18 +456,21 @@ class RuleCritic:
         self.threshold = threshold
 
     def judge(self, question, turns, gold=None):
-        seen_text = question.lower()
+        # What the agent has seen so far, kept as sets so that judging n turns costs O(n), not O(n^2).
+        seen_terms, seen_urls = set(terms(question)), set(_urls(question))
         seen_calls = set()
         gold_items = []
         if gold:
-            gold_items = [gold["answer"].lower(), gold.get("head_url", "").lower()]
+            gold_items = [gold["answer"].lower()]
             if gold["answer"].isdigit():  # pages print numbers with thousands separators
                 gold_items.append(f"{int(gold['answer']):,}")
+            if gold.get("head"):
+                gold_items.append((toy_world.BASE_URL + gold["head"]).lower())
             for hop in gold.get("path", []):
                 gold_items.append(hop["title"].lower())
                 if hop.get("entity"):
                     gold_items.append((toy_world.BASE_URL + hop["entity"]).lower())
-            gold_items = [g for g in gold_items if g]
+        seen_gold = {g for g in gold_items if g in question.lower()}
         verdicts = []
         for turn in turns:
             calls = turn.get("tool_calls") or []
@@ -479,24 +482,30 @@ class RuleCritic:
             soundness = 1.0
             for call in calls:
                 args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-                grounded_in = " ".join(str(v) for v in args.values()).lower()
                 if _calls_key(call) in seen_calls:
                     soundness = 0.0
-                elif call.get("name") == "visit" and str(args.get("url", "")).lower() not in seen_text:
+                elif call.get("name") == "visit" and str(args.get("url", "")).lower() not in seen_urls:
                     soundness = min(soundness, 0.5)
-                elif call.get("name") == "search" and not set(terms(grounded_in)) & set(terms(seen_text)):
+                elif call.get("name") == "search" and not set(terms(" ".join(map(str, args.values())))) & seen_terms:
                     soundness = min(soundness, 0.5)
                 seen_calls.add(_calls_key(call))
             observed = "\n".join(o for o, ok in zip(turn.get("observations", []), turn.get("ok", [])) if ok).lower()
+            observed_terms = set(terms(observed))
             if gold_items:
-                gain = float(any(g in observed and g not in seen_text for g in gold_items))
+                revealed = {g for g in gold_items if g not in seen_gold and g in observed}
+                gain = float(bool(revealed))
+                seen_gold |= revealed
             else:
-                new_words = set(terms(observed)) - set(terms(seen_text))
-                gain = min(1.0, len(new_words) / max(len(set(terms(observed))), 1) / 0.3)
-            seen_text += "\n" + observed
+                gain = min(1.0, len(observed_terms - seen_terms) / max(len(observed_terms), 1) / 0.3)
+            seen_terms |= observed_terms
+            seen_urls.update(_urls(observed))
             scores = {"logical_soundness": soundness, "tool_call_accuracy": accuracy, "information_gain": gain}
             verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()), "judge": "rule"})
         return verdicts
+
+
+def _urls(text):
+    return [u.rstrip(".,;)").lower() for u in re.findall(r"https?://[^\s|]+", text)]
 
 
 CRITIC_RUBRIC = """You are a strict critic of one step of a search agent.
@@ -638,8 +647,7 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
         turns.append({"tool_calls": [], "observations": [], "ok": [], "final_answer": answer})
         messages.append({"role": "assistant", "reasoning_content": f"{reasoning} So the answer is {answer}.",
                          "content": format_answer(answer)})
-        gold = {**q, "head_url": index[q["head"]]["url"]}
-        verdicts = critic.judge(q["question"], turns, gold)
+        verdicts = critic.judge(q["question"], turns, q)
         record = {"messages": messages, "tools": [SEARCH_TOOL, VISIT_TOOL], "domain": "search",
                   "id": q["id"], "answer": answer}
         size = len(json.dumps(messages, ensure_ascii=False)) + len(json.dumps(record["tools"]))
