@@ -298,7 +298,17 @@ def sandbox_features(backend):
 # to the saved stdout; never an expected output. Kept dependency-free and short on purpose.
 HARNESS = r'''
 import os, sys, io, json, time, resource, signal, builtins
-spec = json.loads(sys.stdin.buffer.read())
+def read_exact(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk: raise SystemExit(3)
+        data += chunk
+    return data
+header = b""
+while not header.endswith(b"\n"): header += read_exact(1)
+spec = json.loads(read_exact(int(header)))
+ctl = os.dup(0)   # lockstep mode: one byte from the judge starts each test (it times the gap)
 chan = os.dup(1)
 def send(obj):
     data = (json.dumps(obj) + "\n").encode()
@@ -357,6 +367,7 @@ def run_python(functional):
         if os.getpid() != me: os._exit(0)
     for i, text in enumerate(spec["inputs"]):
         load_input("" if functional else text)
+        if spec["lockstep"]: os.read(ctl, 1)
         status, err, value = "ok", "", None
         try:
             if functional:
@@ -389,6 +400,7 @@ def run_cpp():
     fd_err = os.memfd_create("stderr")
     for i, text in enumerate(spec["inputs"]):
         load_input(text); os.ftruncate(fd_err, 0)
+        if spec["lockstep"]: os.read(ctl, 1)
         rc = subprocess.run(["/sandbox/main"], stdin=0, stdout=1, stderr=fd_err).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
         out, over = take_output()
@@ -412,7 +424,7 @@ class TestRun:
     detail: str = ""
 
 
-def _spawn(backend, limits, spec):
+def _spawn(backend, limits, spec, lockstep=False):
     uid = UID_BASE + secrets.randbelow(UID_BASE)
     prefix = {"bwrap": _bwrap_argv, "unshare": _unshare_argv}.get(backend, lambda _l: [])(limits)
     argv = prefix + [_python(), "-I", "-S", "-B", "-X", "utf8", "-c", HARNESS]
@@ -420,7 +432,15 @@ def _spawn(backend, limits, spec):
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
                             cwd="/" if backend != "none" else None)
-    payload = json.dumps(spec).encode()
+    body = json.dumps(spec).encode()
+    payload = str(len(body)).encode() + b"\n" + body
+    if lockstep:  # the judge keeps stdin open and writes one byte per test
+        try:
+            proc.stdin.write(payload + b"g")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        return proc
 
     def feed():  # in a thread: a payload larger than the pipe buffer must not block the reader
         try:
@@ -446,12 +466,14 @@ def _kill(proc):
 
 
 def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limits=None, isolation="auto",
-              require_full_isolation=False, stop_after_s=None):
+              require_full_isolation=False, stop_after_s=None, lockstep=False):
     """Run one program on many inputs, as few processes as safely possible.
 
     Returns (list of TestRun, one per input, sandbox feature dict). A crash, timeout or early exit at
     test k costs that test only: the next process resumes at k+1. `stop_after_s`: stop (without a
-    verdict for the rest) once one test took longer than this; used by the complexity measurement.
+    verdict for the rest) once one test took longer than this. `lockstep`: the child waits for a
+    byte from here before each test, so `seconds` is exactly "go sent -> result received", measured
+    here (the complexity judge uses this; the child's own clock is never trusted).
     """
     limits = limits or Limits()
     backend = isolation_backend(isolation)
@@ -469,13 +491,13 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
     start = 0
     while start < n:
         todo = list(range(start, n))
-        spec = {"code": code, "inputs": [inputs[i] for i in todo], "lang": lang, "mode": mode,
+        spec = {"code": code, "inputs": [inputs[i] for i in todo], "lang": lang, "mode": mode, "lockstep": lockstep,
                 "func_name": func_name, "nonce": secrets.token_hex(16),
                 "limits": {"nofile": limits.nofile, "nproc": limits.nproc, "output": limits.output_bytes,
                            "fsize": max(limits.output_bytes, max_input) + (1 << 20),
                            "as": limits.memory_mb << 20,
                            "cpu": int(math.ceil(limits.time_s * len(todo) + limits.startup_s + limits.compile_s))}}
-        proc = _spawn(backend, limits, spec)
+        proc = _spawn(backend, limits, spec, lockstep)
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
         sel.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -534,19 +556,29 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                     elif rec.get("i") == pos and pos < len(todo):
                         status = rec.get("status") if rec.get("status") in ("ok", "RE", "MLE", "OLE", "WA") else "RE"
                         results[todo[pos]] = TestRun(status, rec.get("out") or "", now - last, str(rec.get("err", ""))[:200])
-                        if stop_after_s is not None and now - last > stop_after_s:
+                        if stop_after_s is not None and pos > 0 and now - last > stop_after_s:
                             for i in todo[pos + 1:]:
                                 results[i] = TestRun("SKIP", "", 0.0, "stopped: previous size over budget")
                             ended = True
                         pos += 1
-                        last, deadline = now, now + limits.time_s
+                        last = time.monotonic()
+                        deadline = last + limits.time_s
+                        if lockstep and pos < len(todo):
+                            try:
+                                proc.stdin.write(b"g")
+                                proc.stdin.flush()
+                            except (BrokenPipeError, OSError):
+                                pass
                 if failure:
                     break
         _kill(proc)
         proc.wait()
         sel.close()
-        for stream in (proc.stdout, proc.stderr):
-            stream.close()
+        for stream in (proc.stdout, proc.stderr, proc.stdin):
+            try:
+                stream.close()
+            except OSError:
+                pass
         if ended:
             break
         if pos < len(todo):
@@ -697,7 +729,7 @@ def parse_complexity(text):
     return best
 
 
-def fit_complexity(sizes, seconds, floor_s=3e-4):
+def fit_complexity(sizes, seconds, floor_s=5e-5):
     """Choose a class from (n, time) points by least squares in log space.
 
     For each class c: log t = log a + log f_c(n); the residual is the variance of log t - log f_c(n).
@@ -708,11 +740,15 @@ def fit_complexity(sizes, seconds, floor_s=3e-4):
         return {"complexity": "O(1)", "confidence": 0.0, "residuals": {}, "separable": False,
                 "candidates": ["O(1)", "O(log n)"], "points": len(pts)}
     ns = np.array([p[0] for p in pts], dtype=float)
-    log_t = np.log([p[1] for p in pts])
+    times = np.array([p[1] for p in pts])
+    log_t = np.log(times)
+    # small times carry more relative noise (wake-up jitter is ~0.1 ms here): weight t / (t + 1 ms)
+    w = times / (times + 1e-3)
+    w = w / w.sum()
     residuals = {}
     for name, log_f in COMPLEXITY_CLASSES:
         d = log_t - np.array([log_f(n) for n in ns])
-        residuals[name] = float(np.mean((d - d.mean()) ** 2))
+        residuals[name] = float(np.sum(w * (d - np.sum(w * d)) ** 2))
     ordered = sorted(residuals, key=residuals.get)
     best, second = ordered[0], ordered[1]
     # classes whose fit is within noise of the best (0.02 ~ 15% relative error per point, measured
@@ -734,8 +770,8 @@ class MeasureConfig:
     time_s: float = 10.0    # kill limit per size
 
 
-FULL = MeasureConfig()
-FAST = MeasureConfig(n0=32, step=4, n_max=1 << 13, reps=2, budget_s=0.12, time_s=3.0)
+FULL = MeasureConfig(n_max=1 << 16, budget_s=0.3)
+FAST = MeasureConfig(n0=64, step=4, n_max=1 << 14, reps=2, budget_s=0.12, time_s=3.0)
 
 
 def _make_inputs(problem, sizes, seed):
@@ -759,7 +795,7 @@ def _timed_runs(code, lang, problem, config, isolation, seed):
     outputs = [None] * len(warm)
     for rep in range(config.reps):
         runs, _ = run_tests(code, inputs, lang=lang, limits=limits, isolation=isolation,
-                            stop_after_s=config.budget_s)
+                            stop_after_s=config.budget_s, lockstep=True)
         for k, r in enumerate(runs):
             if r.status == "ok":
                 best[k] = r.seconds if best[k] is None else min(best[k], r.seconds)
@@ -769,8 +805,15 @@ def _timed_runs(code, lang, problem, config, isolation, seed):
         # later repetitions need only the sizes the first one finished
         last_ok = max([k for k, b in enumerate(best) if b is not None], default=0)
         inputs = inputs[: last_ok + 1]
-    offset = best[0] or 0.0
-    times = [None if b is None else max(b - offset, 1e-7) for b in best[1:]]
+    # the fastest measured size is the fixed per-test cost (harness, pipe, wake-up): subtract it
+    # Run time cannot shrink as n grows: a running minimum from the right removes the upward
+    # outliers that a loaded machine puts on small sizes (they would dominate a log-space fit).
+    best = best[1:]
+    for k in range(len(best) - 2, -1, -1):
+        if best[k] is not None and best[k + 1] is not None:
+            best[k] = min(best[k], best[k + 1])
+    offset = min([b for b in best if b is not None], default=0.0)
+    times = [None if b is None else max(b - offset, 1e-7) for b in best]
     return sizes, times, outputs[1:], inputs[1:]
 
 
@@ -798,11 +841,38 @@ def measure_complexity(problem, code, *, lang="python", fast=False, isolation="a
         common = [k for k in range(len(sizes)) if times[k] is not None and ref_times[k] is not None]
         if common:
             k = common[-1]
-            result["ratio_to_reference"] = round(times[k] / max(ref_times[k], 1e-6), 3)
+            result["ratio_to_reference"] = round(times[k] / max(ref_times[k], 5e-5), 3)
+            result["ratio_size"] = sizes[k]
         # every size the candidate finished must agree with the reference
         checked = [k for k in range(len(sizes)) if outputs[k] is not None and ref_outputs[k] is not None]
         result["outputs_match_reference"] = bool(checked) and all(
             outputs_match(outputs[k], ref_outputs[k]) for k in checked)
+        # growth of the candidate beyond the reference on the sizes both measured above the floor
+        both = [k for k in common if times[k] > 5e-5 and ref_times[k] > 5e-5]
+        if len(both) >= 2 and sizes[both[-1]] >= 4 * sizes[both[0]]:
+            log_n = np.log([sizes[k] for k in both])
+            log_ratio = np.log([times[k] / ref_times[k] for k in both])
+            result["excess_slope"] = round(float(np.polyfit(log_n, log_ratio, 1)[0]), 3)
+        # Calibration by the reference: CPython's per-element cost grows with n (caches, big lists),
+        # so a linear program often fits O(n log n) and a quadratic one O(n^2 log n). The reference
+        # is optimal by construction; a log-factor offset between its fitted class and its label is
+        # removed from the candidate's (section 2.3.1 compares "against the reference optimal bound").
+        optimal = parse_complexity(problem.get("optimal_complexity") or "")
+        ref_fit = fit_complexity(sizes, ref_times)
+        result["reference_fit"] = ref_fit["complexity"]
+        shift = CLASS_RANK[ref_fit["complexity"]] - CLASS_RANK[optimal] if optimal else 0
+        if optimal is not None and ref_fit["points"] >= 2 and fit["points"] >= 2 and abs(shift) == 1:
+            names = [name for name, _ in COMPLEXITY_CLASSES]
+
+            def calibrate(c):
+                return names[min(max(CLASS_RANK[c] - shift, CLASS_RANK["O(1)"]), len(names) - 1)]
+            result["complexity"] = calibrate(fit["complexity"])
+            result["candidates"] = sorted({calibrate(c) for c in fit["candidates"]}, key=CLASS_RANK.get)
+            result["separable"] = len(result["candidates"]) == 1
+    if result["complexity"] in ("O(n)", "O(n log n)") and result["confidence"] < 0.5:
+        # the hard pair (BigO(Bench)): say so rather than pretend
+        result["separable"] = False
+        result["candidates"] = sorted(set(result["candidates"]) | {"O(n)", "O(n log n)"}, key=CLASS_RANK.get)
     return result
 
 
@@ -839,6 +909,11 @@ def model_complexity(problem, code, *, lang="python", endpoint=None, model="defa
     return parse_complexity(answer), answer
 
 
+# Measured on the toy set (fast setting, loaded 2-core machine): identical code runs up to 3.2x
+# the cached reference (noise), O(n log n)-vs-O(n) pairs 1.5-4.6x, every O(n^2) candidate >= 27x.
+RATIO_LIMIT = 8.0
+
+
 def judge_complexity(problem, code, *, lang="python", measured=True, fast=False, model_judge=None,
                      isolation="auto"):
     """Combine the measured and the model signals and compare with `optimal_complexity`.
@@ -846,7 +921,8 @@ def judge_complexity(problem, code, *, lang="python", measured=True, fast=False,
     Rule: the measured class stands when the fit separates it; when it cannot (e.g. O(n) vs
     O(n log n)) and the model names one of the fitted candidates, the model decides; with no
     measurement the model's class is used. meets_optimal: the chosen class (or, when inseparable,
-    the best candidate) is no worse than the optimal one, and large-input outputs match the reference.
+    the best candidate) is no worse than the optimal one, and large-input outputs match the reference;
+    when the reference was measured too, the time comparison with it decides (see RATIO_LIMIT).
     `model_judge`: None or a callable (problem, code) -> class string."""
     result = {"complexity": None, "measured": None, "model": None, "meets_optimal": None}
     if measured and problem.get("input_generator"):
@@ -864,7 +940,13 @@ def judge_complexity(problem, code, *, lang="python", measured=True, fast=False,
         result["complexity"] = model
         candidates = [model]
     optimal = parse_complexity(problem.get("optimal_complexity") or "")
-    if result["complexity"] is not None and optimal is not None:
+    if m is not None and m["ratio_to_reference"] is not None:
+        # Against the measured reference: same answers on the large inputs and no more than
+        # RATIO_LIMIT times slower at the largest common size (the slope of that ratio, reported
+        # as excess_slope, was too noisy here to decide on: 0.4 for identical code, 0.56 for O(n^2)).
+        meets = m["outputs_match_reference"] is True and m["ratio_to_reference"] <= RATIO_LIMIT
+        result["meets_optimal"] = bool(meets)
+    elif result["complexity"] is not None and optimal is not None:
         meets = min(CLASS_RANK[c] for c in candidates) <= CLASS_RANK[optimal]
         if m is not None and m["outputs_match_reference"] is False:
             meets = False
