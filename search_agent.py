@@ -1,30 +1,43 @@
-"""Deep-search agent (paper section 2.2): tools, offline wiki world, web backends, answer scoring,
-turn-level critic, scripted SFT trajectories.
+"""Deep-search agent (paper section 2.2; the model card's deep-search tool table): a ReAct loop in the
+family's chat format with search / visit / python tools, context management to 600 turns, token-in/token-out
+records for RL, the turn-level critic, answer scoring, and scripted SFT trajectories over the toy world.
 
-Tools (the model card's deep-search tool table, reduced to three functions):
-  search(query)          -> ranked results (title, url, snippet)        ~ Serper google_search
-  visit(url, goal, part) -> a goal-directed extract, or the page in parts ~ Jina scrape_and_extract_info
-  python(code)           -> runs only inside code_judge.py's sandbox    ~ the E2B sandbox server
-Backends: `local` (default, offline): a BM25 index in plain Python/numpy over nanbeige41/toy_world.py's
-shipped world (data/toy/world.json); `web`: a Serper-compatible search client and a Jina-Reader-compatible
-fetcher over `requests`, keys from SERPER_API_KEY / JINA_API_KEY (never logged), base URLs from
-SERPER_URL / JINA_URL, timeouts and retries with exponential back-off; every failure is an observation.
+    python search_agent.py --question toy-0003 --scripted          # the scripted expert on a toy question
+    python search_agent.py --question "In which country is ...?"   # the toy checkpoint (runs/toy/agent, else
+                                                                   #   runs/toy/sft), offline wiki
+    python search_agent.py --question "..." --endpoint http://127.0.0.1:8000/v1 --model NAME --backend web --json
+    python -m nanbeige41.toy_world --out data/toy                  # regenerate world, questions, SFT data
+    python bench/bench_search_agent.py                             # loop turns/s, BM25 latency
 
-Final-answer convention, used everywhere (SFT data, the loop, scoring): the final assistant turn has NO
-tool calls and its content is `<answer>X</answer>`; `extract_answer` reads the last such tag.
+Tools: search(query) -> ranked (title, url, snippet) ~ Serper google_search; visit(url, goal, part) -> a
+goal-directed extract, or the page in parts ~ Jina scrape_and_extract_info; python(code) -> runs only in
+code_judge.py's sandbox (offered only when code_judge imports). Backends: `local` (default, offline): BM25
+in Python/numpy over the shipped world (nanbeige41/toy_world.py, data/toy/world.json); `web`: Serper- and
+Jina-Reader-compatible clients over `requests`, keys from SERPER_API_KEY / JINA_API_KEY (never logged),
+base URLs from SERPER_URL / JINA_URL, timeouts, retries with back-off; every failure is an observation.
 
-Turn-level judgment (2.2.1 "logical soundness, tool-call accuracy, informational gain"): `RuleCritic`
-(offline, uses the gold path when known) and `LLMCritic` (fixed rubric, anchored verdict parsing) share
+Final-answer convention, used everywhere (SFT data, the loop, scoring): the final assistant turn has NO tool
+calls and its content is `<answer>X</answer>`; `extract_answer` reads the last such tag.
+
+Loop (Episode): tools dispatched by the parsed name; malformed JSON, unknown tools, bad arguments, tool
+exceptions, HTTP errors, a reply with neither call nor answer, a reply cut off at the token limit: each is an
+observation, and more than max_consecutive_errors failed turns in a row end the episode. Terminations:
+answer, max_turns, context_limit (forced final answer), wall_clock, error. Context policy and token in /
+token out: see Episode. rollout_group(policy, question, G, ...) is what the GRPO agent stage calls;
+turn_samples(record) cuts a record into per-turn training samples. Policies: ModelPolicy (in-process,
+nanbeige41.generate), EndpointPolicy (OpenAI-compatible), ScriptedPolicy (tests, CLI).
+
+Turn-level judgment (2.2.1 "logical soundness, tool-call accuracy, informational gain"): RuleCritic (offline,
+uses the gold path when known) and LLMCritic (fixed rubric, anchored parsing) share
 `judge(question, turns, gold=None) -> [verdict or None per turn]`; a verdict holds the three scores in
-[0, 1] and `pass`. Failing turns are dropped from SFT data here and penalised by the GRPO agent stage.
+[0, 1] and `pass`. Failing turns are dropped from the SFT data here and penalised or masked in GRPO.
+Answer scoring: SQuAD-normalised exact match, token F1, the GAIA scorer's rules, an LLM judge.
 
-Answer scoring: SQuAD-normalised exact match, token F1, the GAIA scorer's rules, an LLM-judge option.
-
-    python -m nanbeige41.toy_world --out data/toy   # regenerates world, questions and the SFT trajectories
-
-Not covered: the paper's LLM-based page summarisation in `visit` (we extract sentences by term overlap),
-file upload/download sandbox tools, multiple agent frameworks for trajectory synthesis (one scripted
-expert walks the gold path instead).
+Not covered / departures: the paper's LLM summarisation in visit (we extract sentences by term overlap); the
+sandbox's file tools; multiple agent frameworks for trajectory synthesis (one scripted expert walks the gold
+path); reasoning of earlier turns is kept inside the tool loop (the chat format drops it only before the last
+user query). Dropping whole old turns when the window is full is our choice; the paper does not say how it
+fits 600 turns into 256k tokens.
 """
 import json
 import math
@@ -59,6 +72,9 @@ SEARCH_TOOL = _tool("search", "Web search: ranked results with title, url, snipp
 VISIT_TOOL = _tool("visit", "Read a page: the sentences relevant to goal, or part N of its text.",
                    {"url": "string", "goal": "string", "part": "integer"}, ["url"])
 PYTHON_TOOL = _tool("python", "Run Python code in a sandbox; returns its output.", {"code": "string"}, ["code"])
+# The default tool set (the SFT data's and the loop's when code_judge is importable): the toy questions need
+# no python, but offering it keeps the SFT prompt identical to the one the agent sees in RL and evaluation.
+DEFAULT_TOOLS = [SEARCH_TOOL, VISIT_TOOL, PYTHON_TOOL]
 
 
 def format_answer(answer):
@@ -287,11 +303,11 @@ class Toolbox:
         title, url, text = self.reader.fetch(url)
         parts = [text[i:i + self.part_chars] for i in range(0, max(len(text), 1), self.part_chars)]
         if goal:
-            extract = best_sentences(text, goal, self.extract_sentences, getattr(self.searcher, "index", None)
-                                     and self.searcher.index.idf)
+            idf = self.reader.index.idf if isinstance(self.reader, LocalWiki) else None
+            extract = best_sentences(text, goal, self.extract_sentences, idf)
             if extract:
                 return f"{title} | {url}\n" + _cap(" ".join(extract), self.extract_chars)
-        if not isinstance(part, int) or not 1 <= part <= len(parts):
+        if type(part) is not int or not 1 <= part <= len(parts):
             raise ToolError(f"part must be an integer from 1 to {len(parts)}")
         note = "" if not goal else f"Nothing on '{_cap(goal, 80)}' found; "
         return f"{title} | {url} ({note}part {part} of {len(parts)})\n{parts[part - 1]}"
@@ -591,15 +607,16 @@ def _sentence_naming(observation, targets):
     return None
 
 
-def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_chars=2800):
+def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_chars=3000):
     """OpenAI-messages records solving `questions` by search/visit hops along each gold path.
 
     The expert searches "<known entity> <relation words>"; when the result snippets already name the next
     entity it moves on, otherwise it visits the known entity's page with a goal. Observations come from the
     real tools, so the data matches what the agent sees in RL. Trajectories with a turn the critic fails,
     or whose path the tools cannot resolve, are dropped (the paper's turn-level filtering), and so are
-    records over `max_chars` of JSON (messages + tools): a toy model's context is ~1k tokens, and a 4096-
-    vocab BPE trained on this text gives 3.0-3.9 characters per token, so 2800 stays under ~900 tokens."""
+    records over `max_chars` of JSON (messages + tools): a toy model's context is ~1k tokens, and the toy
+    4096-vocab BPE gives 3.1-3.9 characters per token here, so 3000 stays under ~900 tokens (measured
+    max 864 with the tokenizer committed at the time)."""
     rng = random.Random(seed)
     toolbox = toolbox or Toolbox(LocalWiki(world), None, top_k=3)
     toolbox.reader = toolbox.reader or toolbox.searcher
@@ -648,7 +665,7 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
         messages.append({"role": "assistant", "reasoning_content": f"{reasoning} So the answer is {answer}.",
                          "content": format_answer(answer)})
         verdicts = critic.judge(q["question"], turns, q)
-        record = {"messages": messages, "tools": [SEARCH_TOOL, VISIT_TOOL], "domain": "search",
+        record = {"messages": messages, "tools": DEFAULT_TOOLS, "domain": "search",
                   "id": q["id"], "answer": answer}
         size = len(json.dumps(messages, ensure_ascii=False)) + len(json.dumps(record["tools"]))
         if all(v is None or v["pass"] for v in verdicts) and size <= max_chars:

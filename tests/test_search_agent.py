@@ -325,7 +325,7 @@ def test_sft_records(wiki):
                    for m in r["messages"]) for r in records) > 30
     tools = sa.Toolbox(wiki, wiki)
     for r in records[::7]:
-        assert r["domain"] == "search" and r["tools"] == [sa.SEARCH_TOOL, sa.VISIT_TOOL]
+        assert r["domain"] == "search" and r["tools"] == sa.DEFAULT_TOOLS
         roles = [m["role"] for m in r["messages"]]
         assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
         final = r["messages"][-1]
@@ -335,7 +335,15 @@ def test_sft_records(wiki):
             if m["role"] == "assistant":  # every tool call is followed by its result, replayable from the tools
                 call = m["tool_calls"][0]["function"]
                 assert nxt == {"role": "tool", "content": tools.call(call["name"], call["arguments"])[0]}
-        assert len(json.dumps(r["messages"], ensure_ascii=False)) + len(json.dumps(r["tools"])) <= 2800
+        assert len(json.dumps(r["messages"], ensure_ascii=False)) + len(json.dumps(r["tools"])) <= 3000
+
+
+def test_sft_records_fit_a_toy_context():
+    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    path = os.path.join(ROOT, "data", "toy", "search_sft.jsonl")
+    lengths = [len(tok.encode_chat(r["messages"], r["tools"])[0]) for r in map(json.loads, open(path, encoding="utf-8"))]
+    assert max(lengths) < 950  # measured 864 with the toy tokenizer of the time; < ~900 is the target
 
 
 def test_extract_answer_convention():
