@@ -631,7 +631,7 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
             target = hop["title"]
             targets = [target, f"{int(target):,}"] if target.isdigit() else [target]
             need = (toy_world.RELATIONS[hop["relation"]][3] if hop["relation"] in toy_world.RELATIONS
-                    else "the " + hop["relation"].replace("_", " ") + " of {x}").format(x=known["title"])
+                    else toy_world.ATTRIBUTES[hop["relation"]][2]).format(x=known["title"])
             step_reasoning = (reasoning + " " if reasoning else "") + f"I need {need}."
             keywords = toy_world.SEARCH_KEYWORDS[hop["relation"]]
             goal = need if rng.random() < 0.5 else f"{keywords} {known['title']}"  # two phrasings, for variety

@@ -87,13 +87,14 @@ RELATIONS = {
 }
 # Attributes end a walk: the answer is a value, not an entity (numbers exercise the GAIA number rule).
 ATTRIBUTES = {
-    "birth_year":    ("person",     "In what year was {x} born?"),
-    "founded_year":  ("company",    "In what year was {x} founded?"),
-    "opened_year":   ("university", "In what year was {x} founded?"),
-    "launch_year":   ("product",    "In what year was {x} launched?"),
-    "population":    ("city",       "What is the population of {x}?"),
-    "language":      ("country",    "What is the official language of {x}?"),
-    "first_awarded": ("prize",      "In what year was {x} first awarded?"),
+    #  name            subject       question                                noun phrase
+    "birth_year":    ("person",     "In what year was {x} born?",           "the birth year of {x}"),
+    "founded_year":  ("company",    "In what year was {x} founded?",        "the founding year of {x}"),
+    "opened_year":   ("university", "In what year was {x} founded?",        "the founding year of {x}"),
+    "launch_year":   ("product",    "In what year was {x} launched?",       "the launch year of {x}"),
+    "population":    ("city",       "What is the population of {x}?",       "the population of {x}"),
+    "language":      ("country",    "What is the official language of {x}?", "the official language of {x}"),
+    "first_awarded": ("prize",      "In what year was {x} first awarded?",  "the year {x} was first awarded"),
 }
 # Words an expert would add to a search query to find the sentence stating a relation (search_agent.py).
 SEARCH_KEYWORDS = {
@@ -449,7 +450,7 @@ def synthesize_questions(world, n_questions=800, seed=0, hop_weights=None, test_
         attribute = None
         if use_attribute:
             end_type = index[walk[-1][1] if walk else head]["type"]
-            attribute = rng.choice([k for k, (t, _) in ATTRIBUTES.items() if t == end_type
+            attribute = rng.choice([k for k, (t, *_) in ATTRIBUTES.items() if t == end_type
                                     and k in index[walk[-1][1] if walk else head]["attributes"]])
         key = (head, tuple(walk), attribute)
         if key in seen:

@@ -51,7 +51,7 @@ def test_world_is_consistent(world):
                 assert index[obj]["relations"][inverse] == e["id"], (e["id"], rel)
             # the article states the fact: the object's name appears on the subject's page
             assert index[obj]["title"] in e["article"], (e["id"], rel)
-        for attr, (attr_type, _) in toy_world.ATTRIBUTES.items():
+        for attr in toy_world.ATTRIBUTES:
             if attr in e["attributes"]:
                 value = e["attributes"][attr]
                 assert (f"{value:,}" if isinstance(value, int) and value > 9999 else str(value)) in e["article"]
