@@ -728,7 +728,7 @@ class Episode:
         self.termination, self.final_answer, self.error = None, None, None
         self.consecutive_errors = 0
         self.started = time.monotonic()
-        self._pending = None  # (view, view_state) of the prompt handed out by request()
+        self._pending = None  # the view state of the prompt handed out by request(), for the turn record
 
     # -- the view --------------------------------------------------------------------------------
     def view(self, dropped, verbatim_from, forced=False, obs_cap=None):
@@ -834,14 +834,15 @@ class Episode:
                 "segment": view["segment"], "view": view, "finish_reason": generation.get("finish_reason"),
                 "raw_text": text, "reasoning": reasoning, "content": content, "tool_calls": calls,
                 "parse_errors": errors, "observations": [], "ok": [], "final_answer": None}
-        if generation.get("finish_reason") == "length" and not calls:
+        cut_off = generation.get("finish_reason") == "length" and not calls
+        if cut_off:
             errors.append("cut off at max_new_tokens")
         if errors:  # show the model its own malformed attempt, run nothing, say what was wrong
             turn["tool_calls"] = []
             raw = text.split(self.tok.decode([self.tok.im_end_id]))[0]
             turn["message"] = {"role": "assistant", "reasoning_content": reasoning,
                                "content": raw.split("</think>", 1)[-1].lstrip("\n"), "tool_calls": []}
-            reason = CUT_OFF if errors[-1] == "cut off at max_new_tokens" else "Error: malformed tool call: " + "; ".join(errors)
+            reason = CUT_OFF if cut_off else "Error: malformed tool call: " + "; ".join(errors)
             turn["observations"], turn["ok"] = [_cap(reason, 600)], [False]
         else:
             turn["message"] = {"role": "assistant", "reasoning_content": reasoning, "content": content,
@@ -943,15 +944,14 @@ class EndpointPolicy:
                                               "temperature": self.temperature}, **self.http)
             choice = resp.json()["choices"][0]
             msg = choice["message"]
-            calls = []
+            calls, content = [], msg.get("content") or ""
             for c in msg.get("tool_calls") or []:
-                args = c["function"].get("arguments", "{}")
+                name, args = c["function"]["name"], c["function"].get("arguments", "{}")
                 try:
-                    args = json.loads(args) if isinstance(args, str) else args
-                except json.JSONDecodeError:
-                    pass  # kept as the raw string: render writes it verbatim and parse_assistant reports it
-                calls.append({"name": c["function"]["name"], "arguments": args})
-            message = {"role": "assistant", "content": msg.get("content") or "",
+                    calls.append({"name": name, "arguments": json.loads(args) if isinstance(args, str) else args})
+                except json.JSONDecodeError:  # written out as the model sent it, so parse_assistant reports it
+                    content += f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n</tool_call>'
+            message = {"role": "assistant", "content": content,
                        "reasoning_content": msg.get("reasoning_content") or msg.get("reasoning") or "",
                        "tool_calls": calls}
             tokens = self.tok.encode(assistant_text(self.tok, message))

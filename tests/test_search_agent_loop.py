@@ -268,11 +268,13 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         FakeOpenAI.bodies.append((body, self.headers.get("Authorization")))
+        broken = "broken" in body["messages"][1]["content"]
         if any(m["role"] == "tool" for m in body["messages"]):
             message = {"role": "assistant", "content": "<answer>Ulpelestan</answer>", "reasoning_content": "Found."}
         else:
             message = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
-                       "function": {"name": "search", "arguments": json.dumps({"query": "Mienveholm city in"})}}]}
+                       "function": {"name": "search", "arguments": '{"query": "Mien' if broken else
+                                    json.dumps({"query": "Mienveholm city in"})}}]}
         data = json.dumps({"choices": [{"message": message, "finish_reason": "stop"}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -289,11 +291,15 @@ def test_endpoint_policy(tok, toolbox, monkeypatch):
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         policy = sa.EndpointPolicy(url, "strong-model", tok)
         rec = sa.run_agent(policy, "In which country is Mienveholm?", tok, toolbox)
+        broken = sa.run_agent(policy, "A broken question?", tok, toolbox)
     finally:
         server.shutdown()
     assert rec["termination"] == "answer" and rec["final_answer"] == "Ulpelestan"
     assert rec["turns"][0]["tool_calls"] == [{"name": "search", "arguments": {"query": "Mienveholm city in"}}]
-    second, auth = FakeOpenAI.bodies[-1]
+    # arguments that are not JSON reach the loop as a malformed call, like a local model's would
+    assert broken["turns"][0]["parse_errors"] and "invalid JSON" in broken["turns"][0]["observations"][0]
+    assert broken["termination"] == "answer"
+    second, auth = FakeOpenAI.bodies[-3]
     assert auth == "Bearer sk-test" and second["model"] == "strong-model" and second["tools"] == toolbox.schemas
     assistant, tool = second["messages"][2], second["messages"][3]
     assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"]
