@@ -12,13 +12,15 @@ derived from one `random.Random(seed)`, so the same seed gives byte-identical fi
 
     python -m nanbeige41.toy_world --out data/toy      # writes world.json, search_questions.jsonl and
                                                         # search_sft.jsonl (the last through search_agent.py)
+    python -m nanbeige41.toy_world --out /tmp/toy --rewrite-endpoint http://127.0.0.1:8000/v1 --rewrite-model M
 
 Covered: world generation, the graph (functional relations and their unique inverses), time-aware head
 selection, conditional random walks of a given length, template question synthesis with gold answer,
 gold path and a train/test split.
-Not covered: the paper's LLM question rewriting ("fed into a robust LLM to synthesize intricate
-questions") — the templates give a correct but plain question; an OpenAI-compatible rewriter can be put
-in front of `synthesize_question` later without changing the record format.
+The paper's LLM question writing ("fed into a robust LLM to synthesize intricate questions") is the optional
+`rewrite_question` over any OpenAI-compatible endpoint (`--rewrite-endpoint URL --rewrite-model NAME`), with
+checks that reject rewrites naming the answer or an intermediate entity; the shipped files use the templates
+only (correct, plain questions), so they regenerate offline and byte for byte.
 Departure from the paper: walks use only relations whose object is unique for its subject (born_in,
 capital, founded_by, ...), so every question has exactly one gold answer; Wikipedia walks need an LLM or a
 checker for that.
@@ -467,6 +469,36 @@ def synthesize_questions(world, n_questions=800, seed=0, hop_weights=None, test_
     return questions
 
 
+REWRITE_PROMPT = """Rewrite a multi-hop quiz question so that it reads naturally and cannot be answered by one lookup.
+Keep its meaning and its answer. Keep the name "{head}" exactly as written. Do not name any of: {hidden}.
+Chain of facts behind it (for you only): {chain}
+Question: {question}
+Reply with one line: "Question: <the rewritten question>"."""
+
+
+def rewrite_question(row, chat, world):
+    """The paper's LLM step ("chains, along with their detailed temporal contexts, are fed into a robust LLM
+    to synthesize intricate questions"): `chat(messages) -> text` (any OpenAI-compatible endpoint, e.g.
+    search_agent.endpoint_chat) rewrites the template question. The rewrite is kept only if it passes
+    checks an LLM cannot be trusted with: one question ending in "?", the head entity named verbatim, and
+    neither the answer nor any intermediate entity of the chain named. Returns (row, accepted); the
+    template question stays in `template_question`."""
+    index = {e["id"]: e for e in world["entities"]}
+    head = index[row["head"]]
+    chain = [f"{head['title']} (page last modified {head['last_modified']})"]
+    chain += [f"--{hop['relation']}--> {hop['title']}" for hop in row["path"]]
+    hidden = [hop["title"] for hop in row["path"]]
+    hidden += [f"{int(h):,}" for h in hidden if h.isdigit()]  # a number leaks with separators too
+    reply = chat([{"role": "user", "content": REWRITE_PROMPT.format(
+        head=head["title"], hidden=", ".join(hidden), chain=" ".join(chain), question=row["question"])}])
+    found = re.findall(r"^\s*question\s*:\s*(.+?)\s*$", reply or "", flags=re.I | re.M)
+    rewritten = found[-1] if found else ""
+    leaked = [h for h in hidden if re.search(rf"\b{re.escape(h.lower())}\b", rewritten.lower())]
+    if not rewritten.endswith("?") or head["title"] not in rewritten or leaked or rewritten.count("?") != 1:
+        return row, False
+    return {**row, "question": rewritten, "template_question": row["question"]}, True
+
+
 # -----------------------------------------------------------------------------
 # Files
 
@@ -496,14 +528,19 @@ def load_questions(path, split=None):
     return [q for q in rows if split is None or q["split"] == split]
 
 
-def generate_files(out_dir, seed=0, n_questions=800):
-    """Write world.json, search_questions.jsonl and search_sft.jsonl into out_dir; returns their paths."""
+def generate_files(out_dir, seed=0, n_questions=800, rewrite_chat=None):
+    """Write world.json, search_questions.jsonl and search_sft.jsonl into out_dir; returns their paths.
+    With `rewrite_chat`, questions go through rewrite_question (the shipped files are template-only)."""
     os.makedirs(out_dir, exist_ok=True)
     world = generate_world(seed)
     questions = synthesize_questions(world, n_questions=n_questions, seed=seed)
     # The SFT trajectories run the agent's own tools over this world, so they live with the agent.
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     import search_agent
+    if rewrite_chat is not None:
+        results = [rewrite_question(q, rewrite_chat, world) for q in questions]
+        questions = [q for q, _ in results]
+        print(f"rewrote {sum(ok for _, ok in results)} of {len(results)} questions (the rest failed the checks)")
     sft = search_agent.sft_trajectories(world, [q for q in questions if q["split"] == "train"], seed=seed)
     paths = [os.path.join(out_dir, n) for n in ("world.json", "search_questions.jsonl", "search_sft.jsonl")]
     write_world(paths[0], world)
@@ -517,6 +554,13 @@ if __name__ == "__main__":
     parser.add_argument("--out", default="data/toy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-questions", type=int, default=800)
+    parser.add_argument("--rewrite-endpoint", help="OpenAI-compatible base URL of an LLM to rewrite the questions")
+    parser.add_argument("--rewrite-model", default="default")
     args = parser.parse_args()
-    for p in generate_files(args.out, args.seed, args.n_questions):
+    chat = None
+    if args.rewrite_endpoint:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from search_agent import endpoint_chat
+        chat = endpoint_chat(args.rewrite_endpoint, args.rewrite_model, temperature=0.7)
+    for p in generate_files(args.out, args.seed, args.n_questions, chat):
         print(f"wrote {p} ({os.path.getsize(p):,} bytes)")

@@ -130,3 +130,26 @@ def test_question_templates():
     assert (q, a) == ("In which country is the birthplace of Ada Sol?", "Velmoria")
     q, a = toy_world.synthesize_question(index, "a", [("born_in", "k")], attribute="population")
     assert (q, a) == ("What is the population of the birthplace of Ada Sol?", "5")
+
+
+@pytest.mark.parametrize("reply, accepted", [
+    ("Question: Which nation is home to the city where {head} came into the world?", True),
+    ("Sure!\nquestion: Which nation is home to the city where {head} came into the world?", True),
+    ("Question: Which nation holds {mid}, where {head} was born?", False),     # names an intermediate entity
+    ("Question: Is it {answer}, the country of {head}'s birthplace?", False),  # names the answer
+    ("Question: Which nation is home to the city where the famous one was born?", False),  # head dropped
+    ("Question: Where was {head} born? And which country is that?", False),   # two questions
+    ("Which nation is home to the city where {head} was born?", False),        # not in the asked format
+])
+def test_llm_question_rewrite_checks(world, questions, reply, accepted):
+    row = next(q for q in questions if q["hops"] == 2 and q["path"][0]["relation"] == "born_in"
+               and q["path"][1]["relation"] == "located_in")
+    prompts = []
+    chat = lambda messages: prompts.append(messages[0]["content"]) or reply.format(
+        head=row["head_title"], mid=row["path"][0]["title"], answer=row["answer"])
+    new, ok = toy_world.rewrite_question(row, chat, world)
+    assert ok is accepted
+    assert new["question"] != row["question"] if accepted else new is row
+    if accepted:
+        assert new["template_question"] == row["question"] and new["answer"] == row["answer"]
+    assert row["head_title"] in prompts[0] and row["path"][0]["title"] in prompts[0]  # the chain is given
