@@ -326,6 +326,7 @@ if os.getuid() == 0:
     os.setgroups([]); os.setresgid(spec["uid"], spec["uid"], spec["uid"]); os.setresuid(spec["uid"], spec["uid"], spec["uid"])
 setlim("RLIMIT_NPROC", lim["nproc"])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: write() fails with EFBIG -> OLE
+builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips; programs use them
 me = os.getpid()
 fd_in, fd_out = os.memfd_create("stdin"), os.memfd_create("stdout")
 def load_input(text):
@@ -718,7 +719,7 @@ def parse_complexity(text):
         return None
     expr = found[-1].lower().replace(" ", "").replace("·", "*").replace("\\", "")
     expr = re.sub(r"log_?\d*|lg", "log", expr)
-    expr = re.sub(r"(?<![a-z])(?!log)[a-z](?![a-z])", "n", expr.replace("log", "L")).replace("L", "log")
+    expr = re.sub(r"[a-z]", "n", expr.replace("log", "L")).replace("L", "log")  # every variable is n
     if not re.fullmatch(r"[n0-9log()^*+²³!.]*", expr):
         return None
     best = None
@@ -771,7 +772,7 @@ class MeasureConfig:
 
 
 FULL = MeasureConfig(n_max=1 << 16, budget_s=0.3)
-FAST = MeasureConfig(n0=64, step=4, n_max=1 << 14, reps=2, budget_s=0.12, time_s=3.0)
+FAST = MeasureConfig(n0=64, step=4, n_max=1 << 14, reps=2, budget_s=0.12, time_s=1.0)
 
 
 def _make_inputs(problem, sizes, seed):
@@ -1018,7 +1019,9 @@ def reward_components(problem, text, *, lang="python", truncated=False, require_
     plus `complexity`, `meets_optimal` and `reward` = dict(format, correctness, time, total) where
     format/correctness/time are the raw components in [0, 1] and total the weighted gated sum."""
     r_format = float(format_ok(text, lang, truncated=truncated, require_think=require_think))
-    code = extract_code(text.split("</think>")[-1] if require_think else text, lang)
+    answer = text.split("</think>")[-1] if require_think else text
+    # a model response must put its program in a fenced block; plain text counts as code only on the CLI
+    code = extract_code(answer, lang) if ("```" in answer or not require_think) else None
     if code is None or not code.strip():
         result = {"passed": 0, "total": len(all_tests(problem)), "pass_rate": 0.0,
                   "verdicts": ["CE"] * len(all_tests(problem)), "sandbox": sandbox_features(isolation_backend(isolation)),
@@ -1038,6 +1041,48 @@ def reward_components(problem, text, *, lang="python", truncated=False, require_
         total += w_time * r_time
     result["reward"] = {"format": r_format, "correctness": result["pass_rate"], "time": r_time, "total": total}
     return result
+
+
+def code_reward(problem, response_text, *, truncated=False, stage="code2", w_format=0.1, w_correctness=1.0,
+                w_time=0.5, complexity_judge="measured", model_judge=None, fast=True, lang="python",
+                limits=None, isolation="auto"):
+    """The reward the GRPO trainer calls for one generated assistant text (everything after
+    "<|im_start|>assistant\n<think>\n", i.e. "{reasoning}\n</think>\n\n{content}").
+
+    stage "code1": R = w_format*R_format + w_correctness*PassRate (section 2.3.3, Stage 1);
+    stage "code2": + w_time*R_time when PassRate = 1 (the gate). complexity_judge: "measured" (the
+    cheap `fast` setting by default, cached by (problem id, code hash)), "model" (use `model_judge`,
+    a callable (problem, code) -> class string), "both", or None. Returns a flat dict for logging."""
+    if stage not in ("code1", "code2"):
+        raise ValueError(f"stage must be 'code1' or 'code2', got {stage!r}")
+    if complexity_judge not in ("measured", "model", "both", None):
+        raise ValueError(f"complexity_judge must be measured/model/both/None, got {complexity_judge!r}")
+    use_model = complexity_judge in ("model", "both")
+    if use_model and model_judge is None:
+        raise ValueError("complexity_judge='model'/'both' needs model_judge=callable(problem, code)")
+    r = reward_components(problem, response_text, lang=lang, truncated=truncated, require_think=True,
+                          with_time=stage == "code2" and complexity_judge is not None,
+                          w_format=w_format, w_correctness=w_correctness, w_time=w_time, fast=fast,
+                          measured=complexity_judge in ("measured", "both"),
+                          model_judge=model_judge if use_model else None, limits=limits, isolation=isolation)
+    return {"format": r["reward"]["format"], "correctness": r["reward"]["correctness"], "time": r["reward"]["time"],
+            "total": r["reward"]["total"], "pass_rate": r["pass_rate"], "passed": r["passed"],
+            "total_tests": r["total"], "verdicts": r["verdicts"], "complexity": r["complexity"],
+            "meets_optimal": r["meets_optimal"], "sandbox": r["sandbox"]["backend"]}
+
+
+def code_rewards(problems, responses, *, truncated=None, workers=None, **kw):
+    """code_reward for a batch (problems[i] pairs with responses[i]), candidates in parallel.
+    Correctness first for all, then the gated complexity measurement for the all-passed ones;
+    with ~cpu_count workers, timing runs share the machine, which the ratio rule tolerates."""
+    truncated = truncated or [False] * len(responses)
+    if not (len(problems) == len(responses) == len(truncated)):
+        raise ValueError(f"batch sizes differ: {len(problems)} problems, {len(responses)} responses, "
+                         f"{len(truncated)} truncated flags")
+    workers = workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(lambda i: code_reward(problems[i], responses[i], truncated=truncated[i], **kw),
+                             range(len(responses))))
 
 
 # ----------------------------------------------------------------------------- command line
