@@ -298,6 +298,7 @@ class MixtureStream:
             full, rest = rows, []
         else:
             rest = rows[len(full):]
+        self.rng.shuffle(full)  # packing put long documents first; serve the pool's rows in random order
         # the documents of the tail rows are rebuilt from the row (a row keeps each document contiguous)
         self.carry = [doc for r in rest for doc in _split_row(r)]
         self.buffer = full

@@ -110,13 +110,17 @@ def parallelize(model, activation_checkpointing=False, mp_policy=None, reshard_a
     if not dist.is_initialized():
         return model
     from torch.distributed.fsdp import fully_shard
-    kwargs = dict(reshard_after_forward=reshard_after_forward)
-    if mp_policy is not None:
-        kwargs["mp_policy"] = mp_policy
+    kwargs = dict(mp_policy=mp_policy) if mp_policy is not None else {}
     for block in model.model.layers:
-        fully_shard(block, **kwargs)
+        fully_shard(block, reshard_after_forward=reshard_after_forward, **kwargs)
+    # The root keeps its parameters unsharded after forward (FSDP2's default for the root): the chunked loss
+    # multiplies the hidden states by model.lm_head.weight *outside* the forward, which must then be the full
+    # tensor, and its gradient is reduce-scattered by the root's post-backward like any other.
     fully_shard(model, **kwargs)
-    model.set_gradient_divide_factor(1.0)  # losses are already divided by the global token count
+    for unit in [*model.model.layers, model]:  # each unit reduces its own gradients: sum them (the loss is
+        unit.set_gradient_divide_factor(1.0)   # already divided by the global token count), with a plain SUM
+        unit.set_force_sum_reduction_for_comms(True)  # collective (gloo has no PREMUL_SUM)
+    model.set_force_sum_reduction_for_comms(True)  # plain SUM: gloo has no PREMUL_SUM
     return model
 
 
