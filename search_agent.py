@@ -1016,12 +1016,22 @@ def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=N
                 pass}, None for the final-answer turn);
       termination (answer | max_turns | context_limit | wall_clock | error), final_answer, score.
     """
+    return rollout_groups(policy, [question], G, tokenizer, toolbox, config, critic, score_method, judge_chat,
+                          system_prompt)[0]
+
+
+def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic=None, score_method="gaia",
+                   judge_chat=None, system_prompt=SYSTEM_PROMPT):
+    """rollout_group for many questions at once: all len(questions) * G episodes advance in lockstep, so
+    each turn is one generate call over every live episode. Returns one list of G records per question."""
     config = config or AgentConfig()
     critic = critic or RuleCritic()
-    row = question if isinstance(question, dict) else {"question": question}
-    episodes = [Episode(row["question"], tokenizer, toolbox, config, system_prompt) for _ in range(G)]
+    rows = [q if isinstance(q, dict) else {"question": q} for q in questions]
+    episodes = [[Episode(row["question"], tokenizer, toolbox, config, system_prompt) for _ in range(G)]
+                for row in rows]
+    flat = [ep for group in episodes for ep in group]
     while True:
-        live = [(ep, ep.request()) for ep in episodes]
+        live = [(ep, ep.request()) for ep in flat]
         live = [(ep, req) for ep, req in live if req is not None]
         if not live:
             break
@@ -1033,15 +1043,18 @@ def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=N
             break
         for (ep, _), generation in zip(live, generations):
             ep.step(generation)
-    records = []
-    for ep in episodes:
-        rec = ep.record()
-        rec["gold"] = row.get("answer")
-        rec["verdicts"] = critic.judge(row["question"], ep.turns, row if "path" in row else None)
-        rec["score"] = (score_answer(ep.final_answer, row["answer"], score_method, row["question"], judge_chat)
-                        if "answer" in row else None)
-        records.append(rec)
-    return records
+    results = []
+    for row, group in zip(rows, episodes):
+        records = []
+        for ep in group:
+            rec = ep.record()
+            rec["gold"] = row.get("answer")
+            rec["verdicts"] = critic.judge(row["question"], ep.turns, row if "path" in row else None)
+            rec["score"] = (score_answer(ep.final_answer, row["answer"], score_method, row["question"], judge_chat)
+                            if "answer" in row else None)
+            records.append(rec)
+        results.append(records)
+    return results
 
 
 def run_agent(policy, question, tokenizer, toolbox, config=None, critic=None, **kwargs):

@@ -200,6 +200,25 @@ def test_wall_clock(tok, toolbox):
     assert rec["termination"] == "wall_clock" and 1 <= len(rec["turns"]) <= 5  # 0.2 s / 0.05 s per turn
 
 
+def test_rollout_groups_batch_every_live_episode(tok, toolbox, world, questions):
+    picked = [q for q in questions if q["split"] == "train"][:3]
+    scripts = {q["question"]: sa.expert_script(q, world) for q in picked}
+    batch_sizes = []
+
+    class Expert:  # one generate call per turn, over every live episode of every question
+        def generate(self, requests, max_new_tokens):
+            batch_sizes.append(len(requests))
+            texts = [sa.assistant_text(tok, scripts[r["messages"][1]["content"]](r["messages"], len(batch_sizes) - 1))
+                     for r in requests]
+            return [{"tokens": tok.encode(t), "logprobs": None, "finish_reason": "eos"} for t in texts]
+
+    groups = sa.rollout_groups(Expert(), picked, 2, tok, toolbox)
+    assert [len(g) for g in groups] == [2, 2, 2] and batch_sizes[0] == 6
+    assert batch_sizes == sorted(batch_sizes, reverse=True)  # questions with fewer hops finish first
+    for q, group in zip(picked, groups):
+        assert all(r["final_answer"] == q["answer"] and r["score"]["correct"] for r in group)
+
+
 def test_policy_failure_ends_the_group_with_error(tok, toolbox):
     class Down:
         def generate(self, requests, max_new_tokens):
