@@ -703,6 +703,32 @@ def assistant_text(tokenizer, message):
     return tokenizer.render(probe + [message])[len(head):].rstrip("\n")
 
 
+def build_view(base, turns, dropped, verbatim_from, forced, obs_cap):
+    """The messages the model reads: base (system, question), a note when the oldest `dropped` turns are
+    left out, then each turn's assistant message and its tool results — verbatim (capped at obs_cap) from
+    result number `verbatim_from` on, PLACEHOLDER before — and the forced-answer request when `forced`."""
+    messages = list(base)
+    if dropped:
+        messages.append({"role": "user", "content": f"[{dropped} earlier turns omitted to fit the context]"})
+    result_index = sum(len(t["observations"]) for t in turns[:dropped])
+    for turn in turns[dropped:]:
+        messages.append(turn["message"])
+        for obs in turn["observations"]:
+            shown = _cap(obs, obs_cap) if result_index >= verbatim_from else PLACEHOLDER
+            messages.append({"role": "tool", "content": shown})
+            result_index += 1
+    if forced:
+        messages.append({"role": "user", "content": FORCE_ANSWER})
+    return messages
+
+
+def view_messages(record, turn_index):
+    """What the model saw at `turn_index` of a trajectory record (rollout_group's output, or JSON of it)."""
+    v = record["turns"][turn_index]["view"]
+    return build_view(record["messages"][:2], record["turns"][:turn_index], v["dropped"], v["verbatim_from"],
+                      v["forced"], v["obs_cap"])
+
+
 class Episode:
     """One rollout as a state machine: `request()` gives the next prompt (or None when done), `step()`
     takes the policy's generation. Batched rollouts drive many episodes in lockstep (rollout_group).
@@ -730,21 +756,8 @@ class Episode:
         self.started = time.monotonic()
         self._pending = None  # the view state of the prompt handed out by request(), for the turn record
 
-    # -- the view --------------------------------------------------------------------------------
-    def view(self, dropped, verbatim_from, forced=False, obs_cap=None):
-        messages = list(self.base)
-        if dropped:
-            messages.append({"role": "user", "content": f"[{dropped} earlier turns omitted to fit the context]"})
-        result_index = sum(len(t["observations"]) for t in self.turns[:dropped])
-        for turn in self.turns[dropped:]:
-            messages.append(turn["message"])
-            for obs in turn["observations"]:
-                shown = _cap(obs, obs_cap or self.config.obs_max_chars) if result_index >= verbatim_from else PLACEHOLDER
-                messages.append({"role": "tool", "content": shown})
-                result_index += 1
-        if forced:
-            messages.append({"role": "user", "content": FORCE_ANSWER})
-        return messages
+    def view(self, dropped, verbatim_from, forced, obs_cap):
+        return build_view(self.base, self.turns, dropped, verbatim_from, forced, obs_cap)
 
     def _render_ids(self, messages):
         return self.tok.encode(self.tok.render(messages, tools=self.toolbox.schemas, add_generation_prompt=True))
@@ -885,16 +898,6 @@ class Episode:
                 "messages": messages, "seconds": round(time.monotonic() - self.started, 3)}
 
 
-def view_messages(episode, turn_index):
-    """The messages the model saw at `turn_index` (rebuilt from the record's view state)."""
-    v = episode.turns[turn_index]["view"]
-    saved, episode.turns = episode.turns, episode.turns[:turn_index]
-    try:
-        return episode.view(v["dropped"], v["verbatim_from"], v["forced"], v["obs_cap"])
-    finally:
-        episode.turns = saved
-
-
 # -----------------------------------------------------------------------------
 # Policies: generate(requests, max_new_tokens) -> [{tokens, logprobs, finish_reason}]
 
@@ -1011,7 +1014,8 @@ def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=N
       segments: [{prompt_ids, completion_ids, logprobs, loss_mask, turns}] — train on
                 prompt_ids + completion_ids with loss where loss_mask == 1 (exactly the generated ids);
       turns:    per turn its segment, span [start, end) of its generated ids inside completion_ids, tool
-                calls, full observations, view (what the model saw), final_answer;
+                calls, full observations, view state (view_messages(record, i) rebuilds what the model
+                saw; the exact prompt ids are segment prompt_ids + completion_ids[:start]), final_answer;
       verdicts: the critic's per-turn verdict ({logical_soundness, tool_call_accuracy, information_gain,
                 pass}, None for the final-answer turn);
       termination (answer | max_turns | context_limit | wall_clock | error), final_answer, score.

@@ -117,8 +117,9 @@ def test_what_the_model_saw(tok, toolbox, world):
     ep, requests = run_episode(sa.ScriptedPolicy(replay(replies), tok), "Find them all.", tok, toolbox, config)
     assert ep.termination == "max_turns"
     seen_placeholder = seen_drop = 0
+    record = json.loads(json.dumps(ep.record()))  # a record read back from disk is enough to rebuild views
     for t, (turn, req) in enumerate(zip(ep.turns, requests)):
-        view = sa.view_messages(ep, t)
+        view = sa.view_messages(record, t)
         assert req["prompt_ids"] == tok.encode(tok.render(view, tools=toolbox.schemas, add_generation_prompt=True))
         tool_texts = [m["content"] for m in view if m["role"] == "tool"]
         verbatim = [x for x in tool_texts if x != sa.PLACEHOLDER]
