@@ -1018,7 +1018,8 @@ def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=N
                 saw; the exact prompt ids are segment prompt_ids + completion_ids[:start]), final_answer;
       verdicts: the critic's per-turn verdict ({logical_soundness, tool_call_accuracy, information_gain,
                 pass}, None for the final-answer turn);
-      termination (answer | max_turns | context_limit | wall_clock | error), final_answer, score.
+      termination (answer | max_turns | context_limit | wall_clock | error), final_answer,
+      score: 1.0 / 0.0 by `score_method` (None without a gold answer), scores: {em, f1, gaia, correct[, llm]}.
     """
     return rollout_groups(policy, [question], G, tokenizer, toolbox, config, critic, score_method, judge_chat,
                           system_prompt)[0]
@@ -1054,8 +1055,9 @@ def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic
             rec = ep.record()
             rec["gold"] = row.get("answer")
             rec["verdicts"] = critic.judge(row["question"], ep.turns, row if "path" in row else None)
-            rec["score"] = (score_answer(ep.final_answer, row["answer"], score_method, row["question"], judge_chat)
-                            if "answer" in row else None)
+            rec["scores"] = (score_answer(ep.final_answer, row["answer"], score_method, row["question"], judge_chat)
+                             if "answer" in row else None)
+            rec["score"] = None if rec["scores"] is None else float(rec["scores"]["correct"])
             records.append(rec)
         results.append(records)
     return results
@@ -1123,9 +1125,9 @@ def print_record(rec):
                   + (" pass" if verdict["pass"] else " FAIL"))
     print(f"termination: {rec['termination']}" + (f" ({rec['error']})" if rec["error"] else ""))
     print(f"final answer: {rec['final_answer']}")
-    if rec["score"] is not None:
-        print(f"gold: {rec['gold']}  correct: {rec['score']['correct']}  em={rec['score']['em']:.0f} "
-              f"f1={rec['score']['f1']:.2f}")
+    if rec["scores"] is not None:
+        print(f"gold: {rec['gold']}  correct: {rec['scores']['correct']}  em={rec['scores']['em']:.0f} "
+              f"f1={rec['scores']['f1']:.2f}")
 
 
 def main(argv=None):

@@ -67,9 +67,17 @@ def test_scripted_expert_solves_train_and_test_questions(tok, toolbox, world, qu
     picked = [q for q in questions if q["split"] == "test"][:6] + [q for q in questions if q["hops"] == 4][:4]
     for q in picked:
         rec = sa.run_agent(sa.ScriptedPolicy(sa.expert_script(q, world), tok), q, tok, toolbox)
-        assert rec["termination"] == "answer" and rec["score"]["correct"], q["id"]
+        assert rec["termination"] == "answer" and rec["score"] == 1.0, q["id"]
         assert all(v is None or v["pass"] for v in rec["verdicts"]) and rec["verdicts"][-1] is None
         assert len(rec["segments"]) == 1  # short episodes never rewrite their context: one segment
+
+
+def test_scores_of_a_wrong_answer_and_of_no_gold(tok, toolbox, questions):
+    q = next(q for q in questions if q["split"] == "test")
+    rec = sa.run_agent(sa.ScriptedPolicy(replay([answer("Nowhere at all")]), tok), q, tok, toolbox)
+    assert rec["termination"] == "answer" and rec["score"] == 0.0 and rec["scores"]["em"] == 0.0
+    rec = sa.run_agent(sa.ScriptedPolicy(replay([answer("Kessa")]), tok), "Where?", tok, toolbox)
+    assert rec["score"] is None and rec["scores"] is None and rec["gold"] is None
 
 
 def test_600_turns_stay_in_budget_with_a_complete_record_and_flat_memory(tok, toolbox, world):
@@ -217,7 +225,7 @@ def test_rollout_groups_batch_every_live_episode(tok, toolbox, world, questions)
     assert [len(g) for g in groups] == [2, 2, 2] and batch_sizes[0] == 6
     assert batch_sizes == sorted(batch_sizes, reverse=True)  # questions with fewer hops finish first
     for q, group in zip(picked, groups):
-        assert all(r["final_answer"] == q["answer"] and r["score"]["correct"] for r in group)
+        assert all(r["final_answer"] == q["answer"] and r["scores"]["correct"] for r in group)
 
 
 def test_policy_failure_ends_the_group_with_error(tok, toolbox):
@@ -333,4 +341,4 @@ def test_cli_scripted_json():
                           "--no-python"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)
-    assert rec["termination"] == "answer" and rec["score"]["correct"] and rec["config"]["max_turns"] == 600
+    assert rec["termination"] == "answer" and rec["score"] == 1.0 and rec["config"]["max_turns"] == 600
