@@ -110,7 +110,7 @@ class FakeWeb(BaseHTTPRequestHandler):
     hits = {}
 
     def log_message(self, *args):
-        pass
+        """Keep the test output free of per-request log lines."""
 
     def _send(self, status, body, content_type="application/json"):
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()

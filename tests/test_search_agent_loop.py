@@ -291,7 +291,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     bodies = []
 
     def log_message(self, *args):
-        pass
+        """Keep the test output free of per-request log lines."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
