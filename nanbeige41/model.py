@@ -312,11 +312,13 @@ class Transformer(nn.Module):
             elif isinstance(m, RMSNorm):
                 nn.init.ones_(m.weight)
 
-    def forward(self, input_ids, position_ids=None, return_hidden=False, cache=None, valid=None):
+    def forward(self, input_ids, position_ids=None, return_hidden=False, cache=None, valid=None, head_fn=None):
         """input_ids (B, T). position_ids (B, T): restart at 0 at each packed document start;
         None means one document per row. With `cache`, positions are absolute and `valid` (B, T)
         says which new tokens are real (left padding). Returns logits (B, T, V), or the final
-        normalised hidden states (B, T, H) when return_hidden."""
+        normalised hidden states (B, T, H) when return_hidden, or head_fn(hidden, lm_head.weight)
+        when head_fn is given: a chunked loss runs there, *inside* forward, because under FSDP2 the
+        output matrix is only gathered (unsharded) while the model's forward is running."""
         B, T = input_ids.shape
         if position_ids is None:
             position_ids = torch.arange(T, device=input_ids.device).expand(B, T)
@@ -338,6 +340,8 @@ class Transformer(nn.Module):
         if cache is not None:
             cache.advance(T)
         x = self.model.norm(x)
+        if head_fn is not None:
+            return head_fn(x, self.lm_head.weight)
         return x if return_hidden else self.lm_head(x)
 
     # -------------------------------------------------------------------------

@@ -1,0 +1,639 @@
+"""GRPO: the cascaded RL stages of Nanbeige4.1-3B (paper sections 2.1.2, 2.1.3, 2.2, 2.3.2-2.3.4, 2.4).
+
+Toy, on a CPU, from a fresh clone (missing prerequisite checkpoints — toy SFT, then code1 — are
+built first by running the earlier stage, and the log says so):
+    torchrun --standalone --nproc_per_node 1 train_grpo.py --stage code2
+    python train_grpo.py --stage point --max-steps 20          # plain single process works too
+Real run (GPUs, FSDP2 over the ranks; --init is the previous stage's HF-format output):
+    torchrun --nproc_per_node 8 train_grpo.py --stage code1 --config 3b --init runs/3b/pair \\
+        --data lcb_problems.jsonl --out runs/3b/code1 --max-new-tokens 32768 --prompts-per-step 64
+
+| --stage | reward                                                              | paper      |
+|---------|---------------------------------------------------------------------|------------|
+| point   | point-wise reward model score                                       | 2.1.2      |
+| pair    | 1 if the rollout beats the reference answer under the pair-wise RM   | 2.1.3      |
+| code1   | R_format + R_correctness (fraction of tests passed)                 | 2.3.3 (1)  |
+| code2   | + R_time, only when all tests pass (gated time-complexity reward)   | 2.3.3 (2)  |
+| agent   | answer correct (trajectory) + turn-level critic rewards              | 2.2, 2.4   |
+
+One step of the algorithm (GRPO from DeepSeekMath, with DAPO's clip-higher, token-level loss and
+dynamic sampling as options):
+  1. take P prompts; sample G rollouts each with the current policy (KV-cache generation), keeping
+     the sampled tokens and their log-probs (token in, token out: nothing is re-tokenised);
+  2. score every rollout with the stage's reward; group-relative advantage
+         A_i = (r_i - mean(r_group)) / (std(r_group) + eps)      (--no-std: r_i - mean, Dr. GRPO)
+     broadcast to every generated token of rollout i (agent stage: plus turn-level terms, below);
+  3. groups whose rewards are all equal carry no signal: drop them and draw more prompts (dynamic
+     sampling), counting them in `filtered_groups`;
+  4. for --epochs passes over --minibatches minibatches, with rho_t = pi_theta(y_t) / pi_old(y_t):
+         loss_t = -min(rho_t A, clip(rho_t, 1 - clip_low, 1 + clip_high) A) + beta * k3_t
+         k3_t   = pi_ref/pi_theta - log(pi_ref/pi_theta) - 1            (KL estimator, >= 0)
+     aggregated by --loss-agg over the whole minibatch *on all ranks* (the denominators are
+     all-reduced before the backward), so the gradient does not depend on the micro-batch size,
+     the accumulation steps or the world size.
+Code stages first keep the problems the policy solves k in [1, 5] times out of n = 8 (section
+2.3.2: stage 1 counts rollouts passing all tests, stage 2 rollouts meeting the optimal complexity).
+
+Writes OUT/metrics.jsonl (one line per step), OUT/checkpoints/step_N (HF weights + optimizer + RNG,
+atomic), and the final policy as an HF checkpoint in OUT itself (the next stage's --init);
+`python -m nanbeige41.plot OUT` draws the curves.
+
+Not covered here: rollouts through an inference engine (vLLM/SGLang) — generation runs through the
+policy itself, which on a real cluster is the slow part; asynchronous or off-policy rollout buffers.
+Departure on the toy config: the code stages start from the toy SFT checkpoint instead of the
+general-RL output, to keep the fresh-clone chain short.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from nanbeige41 import rl_envs
+from nanbeige41.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf
+from nanbeige41.distributed import all_reduce_max, all_reduce_sum, cleanup, parallelize, print0, setup
+from nanbeige41.generate import generate
+from nanbeige41.losses import token_logprobs
+from nanbeige41.model import Transformer
+from nanbeige41.tokenizer import Tokenizer
+
+STAGES = ("point", "pair", "code1", "code2", "agent")
+# Toy chain: which toy checkpoint each stage starts from (the 3b run passes --init explicitly).
+TOY_PREREQ = {"point": "sft", "pair": "point", "code1": "sft", "code2": "code1", "agent": "sft"}
+
+
+# -----------------------------------------------------------------------------
+# The GRPO objective, term by term (each one unit-tested in tests/test_grpo.py)
+
+def group_advantages(rewards, group_size, scale_by_std=True, eps=1e-4):
+    """rewards (N,) laid out group by group -> advantages (N,): r - mean over the group, divided by
+    the group's (unbiased) std unless scale_by_std is False (Dr. GRPO)."""
+    r = rewards.view(-1, group_size)
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale_by_std:
+        adv = adv / (r.std(dim=1, keepdim=True) + eps)
+    return adv.reshape(-1)
+
+
+def k3_kl(logp, ref_logp):
+    """Per-token k3 estimator of KL(pi_theta || pi_ref) (Schulman 2020), unbiased and >= 0:
+    with log_ratio = ref_logp - logp, k3 = exp(log_ratio) - log_ratio - 1."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def clipped_surrogate(logp, old_logp, advantages, clip_low, clip_high):
+    """Per-token -min(rho A, clip(rho, 1-clip_low, 1+clip_high) A) and where the clip was active.
+    clip_high > clip_low is DAPO's clip-higher: more room for raising unlikely tokens."""
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - clip_low, 1 + clip_high) * advantages
+    return -torch.min(unclipped, clipped), (clipped < unclipped)
+
+
+def token_weights(seq_lens, loss_agg, n_tokens, n_seqs, max_new_tokens):
+    """Weight of each token of each sequence so that sum(w * loss_t) is the aggregate over the
+    global minibatch (n_tokens, n_seqs: totals over all ranks and micro-batches):
+      token-mean           sum_t loss_t / n_tokens                  (DAPO)
+      seq-mean-token-mean  mean over sequences of mean over tokens   (original GRPO)
+      seq-mean-token-sum   sum_t loss_t / (n_seqs * max_new_tokens)  (Dr. GRPO's constant)"""
+    if loss_agg == "token-mean":
+        return [torch.full((n,), 1.0 / n_tokens) for n in seq_lens]
+    if loss_agg == "seq-mean-token-mean":
+        return [torch.full((n,), 1.0 / (max(n, 1) * n_seqs)) for n in seq_lens]
+    if loss_agg == "seq-mean-token-sum":
+        return [torch.full((n,), 1.0 / (n_seqs * max_new_tokens)) for n in seq_lens]
+    raise ValueError(f"unknown --loss-agg {loss_agg!r}")
+
+
+def keep_by_difficulty(success_counts, lo=1, hi=5):
+    """Section 2.3.2: indices of problems solved k times with lo <= k <= hi (of n = 8 rollouts)."""
+    return [i for i, k in enumerate(success_counts) if lo <= k <= hi]
+
+
+# -----------------------------------------------------------------------------
+# Samples and the packed log-prob pass
+
+@dataclass
+class Sample:
+    """One trainable sequence: the prompt the policy saw and what it generated. For the agent stage
+    each turn is its own Sample (its prompt holds the context as the policy saw it)."""
+    item_id: str
+    group: int
+    prompt: list
+    response: list
+    old_logprobs: list
+    loss_mask: list          # per response token: 1 = generated by the policy and trained on
+    traj: int = 0            # trajectory index within the group (several samples per trajectory: agent)
+    reward: float = 0.0
+    advantage: float = 0.0
+    overlong: bool = False
+    bad_spans: list = field(default_factory=list)  # [start, end) response spans of turns the critic failed
+    token_adv: list = None   # per response token advantage, set by assign_advantages
+    info: dict = field(default_factory=dict)
+
+
+def packed_logprobs(model, samples, temperature, chunk_size=1024, with_entropy=False):
+    """Log-probs (and entropies) of every response token of `samples`, all packed into one row
+    with per-sample position ids (no padding; documents do not attend to each other). The output
+    projection is chunked (losses.token_logprobs), so memory stays flat in the vocabulary size."""
+    device = model.lm_head.weight.device
+    ids, pos, where, targets = [], [], [], []
+    for s in samples:
+        seq = s.prompt + s.response
+        # the hidden state at position p predicts token p+1: the response is predicted from
+        # positions len(prompt)-1 .. len(seq)-2 of this sample
+        where.extend(range(len(ids) + len(s.prompt) - 1, len(ids) + len(seq) - 1))
+        ids.extend(seq)
+        pos.extend(range(len(seq)))
+        targets.extend(s.response)
+    ids = torch.tensor(ids, device=device)[None]
+    pos = torch.tensor(pos, device=device)[None]
+    where = torch.tensor(where, device=device)
+    targets = torch.tensor(targets, device=device)
+
+    def head(hidden, weight):  # runs inside model.forward (FSDP2 has the full lm_head there)
+        out = token_logprobs(hidden[0, where], weight, targets, chunk_size, temperature, with_entropy)
+        # one output tensor: FSDP2 hooks its backward on forward's outputs, and a (logprobs, entropy)
+        # tuple measurably broke gradient accumulation across micro-batches on 2 ranks
+        return torch.stack(out) if with_entropy else out
+    out = model(ids, pos, head_fn=head)
+    lp, ent = (out[0], out[1]) if with_entropy else (out, None)
+    sizes = [len(s.response) for s in samples]
+    return lp.split(sizes), (ent.split(sizes) if ent is not None else None)
+
+
+def micro_batches(samples, max_tokens):
+    """Greedy split into micro-batches of at most max_tokens tokens (a longer sample goes alone)."""
+    batches, current, size = [], [], 0
+    for s in samples:
+        n = len(s.prompt) + len(s.response)
+        if current and size + n > max_tokens:
+            batches.append(current)
+            current, size = [], 0
+        current.append(s)
+        size += n
+    if current:
+        batches.append(current)
+    return batches
+
+
+def policy_update(model, ref_model, optimizer, samples, args, world):
+    """One optimizer step on one minibatch (this rank's share of it). Returns logging sums."""
+    seq_lens = [int(sum(s.loss_mask)) for s in samples]
+    n_tokens = all_reduce_sum(float(sum(seq_lens)))
+    n_seqs = all_reduce_sum(float(sum(1 for n in seq_lens if n > 0)))
+    stats = dict(loss=0.0, kl=0.0, entropy=0.0, clip=0.0, tokens=0.0)
+    if n_tokens == 0:  # every rank sees the same global count, so all skip together
+        return stats, 0.0
+    weights = token_weights(seq_lens, args.loss_agg, n_tokens, max(n_seqs, 1.0), args.max_new_tokens)
+    w_of = {id(s): w for s, w in zip(samples, weights)}
+    batches = micro_batches(samples, args.micro_batch_tokens)
+    # Under FSDP every rank must run the same number of forward/backward passes (each one all-gathers
+    # the blocks' weights): pad with empty micro-batches whose loss is an exact zero.
+    n_batches = all_reduce_max(len(batches))
+    while len(batches) < n_batches:
+        batches.append([Sample("pad", -1, [0], [0], [0.0], [0])])
+    for mb in batches:
+        logps, ents = packed_logprobs(model, mb, args.temperature, args.chunk_size, with_entropy=True)
+        ref_logps = None
+        if ref_model is not None:
+            with torch.no_grad():
+                ref_logps, _ = packed_logprobs(ref_model, mb, args.temperature, args.chunk_size)
+        total = 0.0 * sum(lp.sum() for lp in logps)  # keeps the graph whole even when nothing is masked in
+        for j, s in enumerate(mb):
+            mask = torch.tensor(s.loss_mask, dtype=torch.bool, device=logps[j].device)
+            if not mask.any():
+                continue
+            lp = logps[j][mask]
+            old = torch.tensor(s.old_logprobs, device=lp.device)[mask]
+            adv = torch.tensor(s.token_adv, device=lp.device)[mask]
+            per_token, was_clipped = clipped_surrogate(lp, old, adv, args.clip_low, args.clip_high)
+            if ref_logps is not None:
+                kl = k3_kl(lp, ref_logps[j][mask])
+                per_token = per_token + args.kl_coef * kl
+                stats["kl"] += float(kl.detach().sum())
+            total = total + (w_of[id(s)].to(lp.device) * per_token).sum()
+            stats["clip"] += float(was_clipped.sum())
+            stats["entropy"] += float(ents[j][mask].sum())
+            stats["tokens"] += float(mask.sum())
+        total.backward()
+        stats["loss"] += float(total.detach())
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return stats, grad_norm
+
+
+# -----------------------------------------------------------------------------
+# Rollouts
+
+def rollout_groups(model, tokenizer, env, items, args, seed):
+    """G rollouts for each item -> Samples (group i = items[i]) with rewards. Single-turn stages
+    generate here; the agent stage hands over to its environment's multi-turn rollout."""
+    if env.rollout is not None:
+        return env.rollout(model, tokenizer, items, args, seed)
+    prompts, owners = [], []
+    for g, item in enumerate(items):
+        ids = env.prompt_ids(item)
+        prompts += [ids] * args.group_size
+        owners += [g] * args.group_size
+    outs = []
+    for i in range(0, len(prompts), args.rollout_batch):
+        outs += generate(model, prompts[i:i + args.rollout_batch], args.max_new_tokens, args.temperature,
+                         args.top_p, args.top_k, eos_ids=[tokenizer.im_end_id], seed=seed + i)
+    texts = [tokenizer.decode(o["tokens"], skip_special_tokens=True) for o in outs]
+    truncated = [o["finish_reason"] == "length" for o in outs]
+    rewards = env.reward([items[g] for g in owners], texts, truncated)
+    samples = []
+    for k, (p, g, o, r, cut) in enumerate(zip(prompts, owners, outs, rewards, truncated)):
+        samples.append(Sample(item_id=env.item_id(items[g]), group=g, prompt=p, response=o["tokens"],
+                              old_logprobs=o["logprobs"], loss_mask=[1] * len(o["tokens"]), traj=k,
+                              reward=r["total"], overlong=cut, info=r))
+    return samples
+
+
+def assign_advantages(samples, args):
+    """Advantages in place. Every turn of a trajectory shares the trajectory's reward; advantages are
+    normalised over the G trajectories of a group (section 2.4 GRPO). Then:
+    - overlong rollouts (cut at --max-new-tokens): `penalty` subtracts --overlong-penalty from the
+      reward before normalising, `mask` removes them from the loss (DAPO's overlong filtering);
+    - agent stage, turn level (section 2.2.1, "any turn that fails ... does not participate in model
+      training or provide a negative reward"): for a turn the critic failed,
+          --turn-credit penalty:  A_turn = A_traj - turn_penalty
+          --turn-credit mask:     the turn's tokens leave the loss."""
+    for s in samples:
+        if s.overlong and args.overlong == "penalty":
+            s.reward -= args.overlong_penalty
+    groups = {}
+    for s in samples:
+        groups.setdefault(s.group, []).append(s)
+    for members in groups.values():
+        reward_of = {s.traj: s.reward for s in members}
+        trajs = sorted(reward_of)
+        rewards = torch.tensor([reward_of[t] for t in trajs], dtype=torch.float64)
+        adv = group_advantages(rewards, len(trajs), not args.no_std).tolist() if len(trajs) > 1 else [0.0]
+        for s in members:
+            s.advantage = adv[trajs.index(s.traj)]
+            s.token_adv = [s.advantage] * len(s.response)
+            for start, end in s.bad_spans:
+                for t in range(start, end):
+                    if args.turn_credit == "mask":
+                        s.loss_mask[t] = 0
+                    else:
+                        s.token_adv[t] -= args.turn_penalty
+            if s.overlong and args.overlong == "mask":
+                s.loss_mask = [0] * len(s.loss_mask)
+    return samples
+
+
+def has_signal(samples, group):
+    """False when all trajectories of the group got the same reward (zero advantage everywhere)."""
+    return len({round(s.reward, 9) for s in samples if s.group == group}) > 1
+
+
+# -----------------------------------------------------------------------------
+# Difficulty filter, evaluation, weight sync
+
+def all_gather_list(values):
+    """Concatenate every rank's Python list (rank order). Identity without a process group."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        return list(values)
+    boxes = [None] * dist.get_world_size()
+    dist.all_gather_object(boxes, list(values))
+    return [v for box in boxes for v in box]
+
+
+def difficulty_filter(model, tokenizer, env, items, args, world, log):
+    """Section 2.3.2 on-policy filter: n rollouts per item, keep items with lo <= successes <= hi."""
+    filter_args = argparse.Namespace(**{**vars(args), "group_size": args.filter_n})
+    mine = items[world.rank::world.world_size]
+    per_call = max(1, args.rollout_batch // args.filter_n)
+    counts = []
+    n_calls = math.ceil(len(items) / world.world_size / per_call)  # equal on every rank
+    for c in range(n_calls):
+        chunk = mine[c * per_call:(c + 1) * per_call]
+        if not chunk:
+            continue
+        samples = rollout_groups(model, tokenizer, env, chunk, filter_args, seed=args.seed * 7919 + c)
+        for g, item in enumerate(chunk):
+            k = sum(env.success(s.info) for s in samples if s.group == g)
+            counts.append((env.item_id(item), k))
+    counts = dict(all_gather_list(counts))
+    ks = [counts[env.item_id(it)] for it in items]
+    kept = [items[i] for i in keep_by_difficulty(ks, args.filter_lo, args.filter_hi)]
+    hist = {k: ks.count(k) for k in range(args.filter_n + 1)}
+    log(f"difficulty filter: kept {len(kept)}/{len(items)} items with k in [{args.filter_lo}, {args.filter_hi}] "
+        f"of n={args.filter_n}; histogram of k: {hist}")
+    return kept, {"counts": counts, "histogram": hist}
+
+
+def evaluate_policy(model, tokenizer, env, args, world):
+    """Greedy single rollout on the held-out items; mean of every logged reward key (all ranks)."""
+    items = env.eval_items[:args.eval_items]
+    if not items:
+        return {}
+    eval_args = argparse.Namespace(**{**vars(args), "group_size": 1, "temperature": 0.0})
+    mine = items[world.rank::world.world_size]
+    samples = rollout_groups(model, tokenizer, env, mine, eval_args, seed=0) if mine else []
+    keys = ("total",) + tuple(env.log_keys)
+    sums = [all_reduce_sum(float(sum(float(s.info.get(k, 0.0)) for s in samples))) for k in keys]
+    n = all_reduce_sum(float(len(samples)))
+    return {f"eval_{k}": v / max(n, 1.0) for k, v in zip(keys, sums)}
+
+
+def sync_rollout_model(model, rollout_model):
+    """Copy the (possibly FSDP-sharded) policy's full weights into the plain per-rank copy used for
+    generation — what an RL system does when it pushes weights to its inference engine. Without
+    sharding the policy generates itself and nothing is copied."""
+    if rollout_model is model:
+        return
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    rollout_model.load_state_dict({k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in state.items()})
+
+
+def ensure_toy_init(stage, log, world):
+    """The toy checkpoint this stage starts from; built first (earlier stage) when missing."""
+    import torch.distributed as dist
+    prev = TOY_PREREQ[stage]
+    path = os.path.join(rl_envs.ROOT, "runs", "toy", prev)
+    if world.is_main and not os.path.isfile(os.path.join(path, "config.json")):
+        script = ["train_sft.py", "--config", "toy"] if prev == "sft" else ["train_grpo.py", "--stage", prev]
+        log(f"toy prerequisite {path} is missing: running `python {' '.join(script)} --out {path}` first")
+        subprocess.run([sys.executable, os.path.join(rl_envs.ROOT, script[0])] + script[1:] + ["--out", path],
+                       check=True, env=rl_envs._plain_env())
+    if dist.is_initialized():
+        dist.barrier()
+    return path
+
+
+# -----------------------------------------------------------------------------
+# Command line
+
+TOY_STAGE_DEFAULTS = {
+    # stage: (max_steps, prompts_per_step, max_new_tokens, lr)
+    "point": (20, 8, 96, 2e-5),
+    "pair": (20, 8, 96, 2e-5),
+    "code1": (25, 8, 160, 2e-5),
+    "code2": (25, 8, 160, 2e-5),
+    "agent": (10, 4, 128, 1e-5),
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Stage and data
+    p.add_argument("--stage", required=True, choices=STAGES)
+    p.add_argument("--config", default="toy", help="toy (chained defaults, CPU) | small | 3b")
+    p.add_argument("--init", default=None, help="HF-format policy checkpoint (toy: the previous toy stage's output)")
+    p.add_argument("--data", default=None, help="items JSONL (toy: data/toy/code_problems.jsonl, rl_prompts.jsonl, search_questions.jsonl)")
+    p.add_argument("--reward-model", default=None, help="point/pair: RM checkpoint dir (toy: runs/toy/rm_point|rm_pair, trained if missing)")
+    p.add_argument("--out", default=None, help="run directory (default runs/<config>/<stage>)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="cpu | cuda (default: cuda when available)")
+    # Rollouts
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--group-size", type=int, default=8, help="G rollouts per prompt (paper: 8)")
+    p.add_argument("--prompts-per-step", type=int, default=None, help="prompts per optimizer step, all ranks together")
+    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--rollout-batch", type=int, default=64, help="sequences per generate() call")
+    p.add_argument("--max-seq-len", type=int, default=None, help="prompt + response limit (default: the model's)")
+    p.add_argument("--max-resample-rounds", type=int, default=3, help="dynamic sampling: refills per step")
+    p.add_argument("--no-dynamic-sampling", action="store_true", help="keep zero-variance groups")
+    # Objective
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--warmup-steps", type=int, default=2)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--grad-clip", type=float, default=1.0)
+    p.add_argument("--kl-coef", type=float, default=0.0, help="beta of the k3 KL to the initial policy (0: no reference model)")
+    p.add_argument("--clip-low", type=float, default=0.2)
+    p.add_argument("--clip-high", type=float, default=0.28, help="> clip-low: DAPO clip-higher")
+    p.add_argument("--loss-agg", default="token-mean", choices=["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+    p.add_argument("--no-std", action="store_true", help="advantage r - mean without dividing by the std (Dr. GRPO)")
+    p.add_argument("--epochs", type=int, default=1, help="passes over each batch of rollouts")
+    p.add_argument("--minibatches", type=int, default=2, help="optimizer steps per pass")
+    p.add_argument("--overlong", default="penalty", choices=["none", "penalty", "mask"])
+    p.add_argument("--overlong-penalty", type=float, default=0.5)
+    # Code stages (2.3)
+    p.add_argument("--w-format", type=float, default=0.1)
+    p.add_argument("--w-correctness", type=float, default=1.0)
+    p.add_argument("--w-time", type=float, default=0.5)
+    p.add_argument("--judge-workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--no-difficulty-filter", action="store_true")
+    p.add_argument("--filter-n", type=int, default=8)
+    p.add_argument("--filter-lo", type=int, default=1)
+    p.add_argument("--filter-hi", type=int, default=5)
+    p.add_argument("--filter-max-items", type=int, default=0, help="0: all training items")
+    # Agent stage (2.2)
+    p.add_argument("--agent-max-turns", type=int, default=8)
+    p.add_argument("--agent-context", type=int, default=2048)
+    p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask"])
+    p.add_argument("--turn-penalty", type=float, default=0.5)
+    # Memory
+    p.add_argument("--micro-batch-tokens", type=int, default=4096)
+    p.add_argument("--chunk-size", type=int, default=1024, help="rows per chunk of the output projection")
+    p.add_argument("--grad-checkpointing", action="store_true")
+    # Logging and checkpoints
+    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--eval-items", type=int, default=64)
+    p.add_argument("--save-every", type=int, default=10)
+    p.add_argument("--keep", type=int, default=2)
+    args = p.parse_args(argv)
+    steps, prompts, new_tokens, lr = TOY_STAGE_DEFAULTS[args.stage]
+    args.max_steps = steps if args.max_steps is None else args.max_steps
+    args.prompts_per_step = prompts if args.prompts_per_step is None else args.prompts_per_step
+    args.max_new_tokens = new_tokens if args.max_new_tokens is None else args.max_new_tokens
+    args.lr = lr if args.lr is None else args.lr
+    if args.out is None:
+        args.out = os.path.join("runs", args.config, args.stage)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    world = setup(args.device)
+    if args.init is None:
+        if args.config != "toy":
+            raise SystemExit(f"--init is required with --config {args.config} (the previous stage's HF checkpoint)")
+        args.init = ensure_toy_init(args.stage, print0, world)
+    run(args, world)
+    cleanup()
+
+
+def run(args, world, env=None):
+    """The training loop. `env` overrides the stage's environment (tests use a synthetic one)."""
+    device = world.device
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    log = print0
+    tokenizer = Tokenizer.from_pretrained(args.init)
+    model = Transformer.from_pretrained(args.init).to(device)
+    max_seq = args.max_seq_len or model.config.max_position_embeddings
+    rollout_model = model
+    if world.world_size > 1:  # shard the policy; generate with a plain, synced per-rank copy
+        rollout_model = Transformer.from_pretrained(args.init).to(device).eval()
+        parallelize(model, activation_checkpointing=args.grad_checkpointing)
+    else:
+        model.gradient_checkpointing = args.grad_checkpointing
+    ref_model = None
+    if args.kl_coef > 0:
+        ref_model = Transformer.from_pretrained(args.init).to(device).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+                                  betas=(0.9, 0.999))
+    if env is None:
+        env = rl_envs.make_env(args.stage, args, tokenizer, log, device=device)
+    log(f"stage {args.stage}: init {args.init}, {len(env.items)} training items, {len(env.eval_items)} held out, "
+        f"world {world.world_size}, G={args.group_size}, {args.prompts_per_step} prompts/step")
+
+    # resume, or filter the item pool (code stages) and start at step 0
+    state = {}
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if ckpt:
+        state = load_checkpoint(ckpt, model, optimizer)
+        log(f"resumed from {ckpt} (step {state['step']})")
+    by_id = {env.item_id(it): it for it in env.items}
+    if "pool" in state:
+        pool = [by_id[i] for i in state["pool"]]
+    else:
+        pool = list(env.items)
+        if env.success is not None and not args.no_difficulty_filter:
+            candidates = list(pool)
+            random.Random(args.seed).shuffle(candidates)
+            if args.filter_max_items:
+                candidates = candidates[:args.filter_max_items]
+            sync_rollout_model(model, rollout_model)
+            pool, report = difficulty_filter(rollout_model, tokenizer, env, candidates, args, world, log)
+            if world.is_main:
+                with open(os.path.join(args.out, "difficulty_filter.json"), "w") as f:
+                    json.dump(report, f, indent=1)
+            if len(pool) < args.prompts_per_step:
+                log(f"difficulty filter kept only {len(pool)} items (< {args.prompts_per_step} per step): "
+                    "training on all candidates instead")
+                pool = candidates
+    order = list(range(len(pool)))
+    random.Random(args.seed + 1).shuffle(order)
+    cursor = state.get("cursor", 0)
+    start_step = state.get("step", 0)
+
+    def next_items(n):
+        nonlocal cursor
+        picked = [pool[order[(cursor + i) % len(order)]] for i in range(n)]
+        cursor += n
+        return picked
+
+    metrics_path = os.path.join(args.out, "metrics.jsonl")
+    if world.is_main and start_step == 0 and os.path.exists(metrics_path):
+        os.remove(metrics_path)
+    t_start = time.time()
+    if start_step == 0 and args.eval_every:
+        sync_rollout_model(model, rollout_model)
+        ev = evaluate_policy(rollout_model, tokenizer, env, args, world)
+        if world.is_main:
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps({"step": 0, **ev}) + "\n")
+        log(f"step 0 eval: " + " ".join(f"{k} {v:.3f}" for k, v in ev.items()))
+
+    for step in range(start_step + 1, args.max_steps + 1):
+        t0 = time.time()
+        lr = args.lr * min(1.0, step / max(1, args.warmup_steps))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        sync_rollout_model(model, rollout_model)
+
+        # 1-3. rollouts, rewards, dynamic sampling (all ranks draw the same global slice of items)
+        kept, dropped, skipped, drawn, n_gen_tokens = [], 0, 0, 0, 0
+        for round_ in range(args.max_resample_rounds + 1):
+            need = args.prompts_per_step - int(all_reduce_sum(float(len({s.group for s in kept}))))
+            if need <= 0 or (round_ > 0 and args.no_dynamic_sampling):
+                break
+            items = next_items(need)[world.rank::world.world_size]
+            drawn += len(items)
+            fits = [it for it in items if env.rollout is not None
+                    or len(env.prompt_ids(it)) + args.max_new_tokens <= max_seq]
+            skipped += len(items) - len(fits)  # a prompt that overflows the context: skipped, counted
+            seed = (args.seed * 1_000_003 + step * 997 + round_ * 31 + world.rank) % (2**31)
+            samples = rollout_groups(rollout_model, tokenizer, env, fits, args, seed) if fits else []
+            n_gen_tokens += sum(len(s.response) for s in samples)
+            base = max([s.group for s in kept], default=-1) + 1
+            for g in sorted({s.group for s in samples}):
+                members = [s for s in samples if s.group == g]
+                if args.no_dynamic_sampling or has_signal(members, g):
+                    for s in members:
+                        s.group = base + g
+                    kept += members
+                else:
+                    dropped += 1
+        all_samples_info = [s.info for s in kept]
+        assign_advantages(kept, args)
+
+        # 4. policy update: epochs x minibatches (split by groups), equal micro-batch counts on all ranks
+        groups = sorted({s.group for s in kept})
+        totals = dict(loss=0.0, kl=0.0, entropy=0.0, clip=0.0, tokens=0.0)
+        grad_norm = 0.0
+        model.train()
+        for epoch in range(args.epochs):
+            for m in range(args.minibatches):
+                mb_groups = set(groups[m::args.minibatches])
+                mb = [s for s in kept if s.group in mb_groups]
+                stats, grad_norm = policy_update(model, ref_model, optimizer, mb, args, world)
+                for k in totals:
+                    totals[k] += stats[k]
+
+        # metrics (sums over ranks)
+        n = all_reduce_sum(float(len(kept)))
+        reward_sum = all_reduce_sum(float(sum(s.reward for s in kept)))
+        reward_sq = all_reduce_sum(float(sum(s.reward ** 2 for s in kept)))
+        mean_r = reward_sum / max(n, 1.0)
+        tok = all_reduce_sum(totals["tokens"])
+        gen_tok = all_reduce_sum(float(n_gen_tokens))
+        dt = time.time() - t0
+        row = {"step": step, "lr": lr, "reward_mean": mean_r,
+               "reward_std": math.sqrt(max(reward_sq / max(n, 1.0) - mean_r ** 2, 0.0)),
+               **{k: all_reduce_sum(float(sum(float(i.get(k, 0.0)) for i in all_samples_info))) / max(n, 1.0)
+                  for k in env.log_keys},
+               "kl": all_reduce_sum(totals["kl"]) / max(tok, 1.0),
+               "entropy": all_reduce_sum(totals["entropy"]) / max(tok, 1.0),
+               "clip_frac": all_reduce_sum(totals["clip"]) / max(tok, 1.0),
+               "response_len": all_reduce_sum(float(sum(len(s.response) for s in kept))) / max(n, 1.0),
+               "overlong_frac": all_reduce_sum(float(sum(s.overlong for s in kept))) / max(n, 1.0),
+               "filtered_groups": int(all_reduce_sum(float(dropped))),
+               "skipped_prompts": int(all_reduce_sum(float(skipped))),
+               "samples": int(n), "grad_norm": grad_norm, "tok_per_s": gen_tok / dt, "step_s": dt}
+        if args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
+            sync_rollout_model(model, rollout_model)
+            row.update(evaluate_policy(rollout_model, tokenizer, env, args, world))
+        if world.is_main:
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(row) + "\n")
+        eta = (time.time() - t_start) / (step - start_step) * (args.max_steps - step)
+        extra = " ".join(f"{k} {row[k]:.3f}" for k in env.log_keys[:3])
+        log(f"step {step}/{args.max_steps} | reward {row['reward_mean']:.3f}±{row['reward_std']:.3f} | {extra} | "
+            f"kl {row['kl']:.4f} | clip {row['clip_frac']:.3f} | len {row['response_len']:.0f} | "
+            f"overlong {row['overlong_frac']:.2f} | dropped {row['filtered_groups']} | "
+            f"{row['tok_per_s']:.0f} tok/s | {dt:.1f}s | eta {eta / 60:.1f}m"
+            + "".join(f" | {k} {v:.3f}" for k, v in row.items() if k.startswith("eval_")))
+
+        if step % args.save_every == 0 or step == args.max_steps:
+            trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage}
+            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep)
+    save_hf(model, tokenizer, args.out)  # the next stage's --init
+    log(f"done: {args.out} ({(time.time() - t_start) / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
