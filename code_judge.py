@@ -327,15 +327,12 @@ if os.getuid() == 0:
 setlim("RLIMIT_NPROC", lim["nproc"])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: write() fails with EFBIG -> OLE
 builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips; programs use them
-me = os.getpid()
-fd_in, fd_out = os.memfd_create("stdin"), os.memfd_create("stdout")
-def load_input(text):
-    os.ftruncate(fd_in, 0); os.lseek(fd_in, 0, 0); os.write(fd_in, text.encode()); os.lseek(fd_in, 0, 0)
-    os.dup2(fd_in, 0)
-    os.ftruncate(fd_out, 0); os.lseek(fd_out, 0, 0); os.dup2(fd_out, 1)
-    sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-def take_output():
+def fresh_files(text):
+    # new memfds per test: a daemon left by test k cannot write into test k+1's output
+    fd_in, fd_out, fd_ret = os.memfd_create("stdin"), os.memfd_create("stdout"), os.memfd_create("ret")
+    os.write(fd_in, text.encode()); os.lseek(fd_in, 0, 0)
+    return fd_in, fd_out, fd_ret
+def take_output(fd_out):
     size = os.fstat(fd_out).st_size
     data = os.pread(fd_out, min(size, lim["output"]), 0)
     return data.decode("utf-8", "replace"), size >= lim["output"]
@@ -353,43 +350,57 @@ def canon(v, depth=0):
     if isinstance(v, dict):
         return {str.__str__(k) if isinstance(k, str) else json.dumps(canon(k, depth + 1)): canon(v2, depth + 1) for k, v2 in dict.items(v)}
     raise TypeError("unsupported return type " + type(v).__name__)
+EXIT = {0: "ok", 10: "RE", 11: "MLE", 12: "WA"}
+def child(code, text, functional, fd_in, fd_out, fd_ret):
+    # Runs in a forked process per test. It gets no channel to the judge: the records are written
+    # by the harness (its parent) only, so a program cannot forge them or the end marker.
+    os.close(chan); os.close(ctl)
+    os.dup2(fd_in, 0); os.dup2(fd_out, 1)
+    sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+    g = {"__name__": "__main__", "__builtins__": builtins}
+    rc = 0
+    try:
+        if functional:
+            exec("from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string", g)
+            exec(code, g)
+            args = [json.loads(line) for line in text.split("\n") if line.strip()]
+            value = canon(getattr(g["Solution"](), spec["func_name"])(*args))
+            os.write(fd_ret, json.dumps(value).encode())
+        else:
+            exec(code, g)
+    except SystemExit as e:
+        rc = 0 if (e.code in (None, 0) and not functional) else 10
+    except MemoryError:
+        rc = 11
+    except TypeError as e:
+        rc = 12 if functional and "unsupported return type" in str(e) else 10
+    except BaseException:
+        rc = 10
+    try: sys.stdout.flush()
+    except BaseException: pass
+    os._exit(rc)
 def run_python(functional):
     try:
         code = compile(spec["code"], "<solution>", "exec")
     except (SyntaxError, ValueError) as e:
         send({"ce": "%s: %s" % (type(e).__name__, e)}); return
-    g = {"__name__": "__main__", "__builtins__": builtins}
-    if functional:
-        try:
-            exec("from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string", g)
-            exec(code, g)
-        except BaseException as e:  # the module body itself failed (or exited): every test is RE
-            send({"all": "RE", "err": type(e).__name__}); return
-        if os.getpid() != me: os._exit(0)
     for i, text in enumerate(spec["inputs"]):
-        load_input("" if functional else text)
+        fd_in, fd_out, fd_ret = fresh_files("" if functional else text)
         if spec["lockstep"]: os.read(ctl, 1)
-        status, err, value = "ok", "", None
-        try:
-            if functional:
-                args = [json.loads(line) for line in text.split("\n") if line.strip()]
-                value = json.dumps(canon(getattr(g["Solution"](), spec["func_name"])(*args)))
-            else:
-                exec(code, {"__name__": "__main__", "__builtins__": builtins})
-        except SystemExit as e:
-            if functional or e.code not in (None, 0): status, err = "RE", "SystemExit(%r)" % (e.code,)
-        except MemoryError:
-            status, err = "MLE", "MemoryError"
-        except (TypeError, ValueError) as e:
-            status, err = ("WA" if functional and "unsupported return type" in str(e) else "RE"), type(e).__name__
-        except BaseException as e:
-            status, err = "RE", type(e).__name__
-        if os.getpid() != me: os._exit(0)  # a forked child must never speak for the run
-        try: sys.stdout.flush()
-        except BaseException: pass
-        out, over = take_output()
+        pid = os.fork()
+        if pid == 0:
+            child(code, text, functional, fd_in, fd_out, fd_ret)
+        _, st = os.waitpid(pid, 0)
+        if os.WIFEXITED(st):
+            status = EXIT.get(os.WEXITSTATUS(st), "RE")
+        else:
+            status = "OLE" if os.WTERMSIG(st) == signal.SIGXFSZ else "RE"
+        out, over = take_output(fd_out)
         if over: status = "OLE"
-        send({"i": i, "status": status, "err": err, "out": value if functional else out})
+        value = os.pread(fd_ret, 1 << 20, 0).decode("utf-8", "replace") if functional else out
+        for fd in (fd_in, fd_out, fd_ret): os.close(fd)
+        send({"i": i, "status": status, "err": "" if status == "ok" else "wait status %d" % st, "out": value})
 def run_cpp():
     import subprocess
     with open("/sandbox/main.cpp", "w") as f: f.write(spec["code"])
@@ -398,15 +409,16 @@ def run_cpp():
         send({"ce": r.stderr.decode("utf-8", "replace")[-2000:]}); return
     send({"compiled": True})
     setlim("RLIMIT_AS", lim["as"])
-    fd_err = os.memfd_create("stderr")
     for i, text in enumerate(spec["inputs"]):
-        load_input(text); os.ftruncate(fd_err, 0)
+        fd_in, fd_out, fd_err = fresh_files(text)
         if spec["lockstep"]: os.read(ctl, 1)
-        rc = subprocess.run(["/sandbox/main"], stdin=0, stdout=1, stderr=fd_err).returncode
+        rc = subprocess.run(["/sandbox/main"], stdin=fd_in, stdout=fd_out, stderr=fd_err).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
-        out, over = take_output()
+        out, over = take_output(fd_out)
+        for fd in (fd_in, fd_out, fd_err): os.close(fd)
         status = "OLE" if over or rc == -signal.SIGXFSZ else "MLE" if "bad_alloc" in err else "ok" if rc == 0 else "RE"
         send({"i": i, "status": status, "err": "rc=%d" % rc if rc else "", "out": out})
+send({"ready": True})  # set up: the judge's per-test clock starts now
 if spec["lang"] == "cpp":
     run_cpp()
 else:
@@ -454,8 +466,18 @@ def _spawn(backend, limits, spec, lockstep=False):
 
 
 def _kill(proc):
-    # SIGKILL the group; bwrap --die-with-parent / unshare --kill-child then take the whole PID
-    # namespace down with its init, so double-forked daemons die too.
+    """SIGKILL the sandbox and wait until its PID namespace is gone. The namespace's init is the
+    launcher's child; a dying init first kills and reaps every process of its namespace, so once
+    that pid has vanished no daemon, fork bomb or setsid child of the run can be left."""
+    try:
+        inits = [int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+    except (OSError, ValueError):
+        inits = []
+    for pid in inits:
+        try:
+            os.kill(pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(proc.pid, 9)
     except (ProcessLookupError, PermissionError):
@@ -464,6 +486,16 @@ def _kill(proc):
         proc.kill()
     except ProcessLookupError:
         pass
+    proc.wait()
+    deadline = time.monotonic() + 10
+    for pid in inits:
+        while time.monotonic() < deadline:
+            try:  # gone, or a zombie (its namespace is torn down by then; the host init reaps it)
+                if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            except (OSError, IndexError):
+                break
+            time.sleep(0.001)
 
 
 def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limits=None, isolation="auto",
@@ -506,9 +538,9 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
         channel_cap = len(todo) * (2 * limits.output_bytes + 4096) + (1 << 20)
         received, ended, failure = 0, False, None
         pos = 0  # index into todo of the test now running
-        waiting_compile = lang == "cpp"
+        waiting_compile, ready = lang == "cpp", False
         last = time.monotonic()
-        deadline = last + limits.startup_s + (limits.compile_s if waiting_compile else limits.time_s)
+        deadline = last + limits.startup_s
         while open_streams and not ended and failure is None:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
@@ -543,10 +575,9 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                         for i in todo:
                             results[i] = TestRun("CE", "", 0.0, str(rec["ce"])[:2000])
                         ended = True
-                    elif rec.get("all") == "RE" and pos == 0:
-                        for i in todo:
-                            results[i] = TestRun("RE", "", 0.0, str(rec.get("err"))[:200])
-                        ended = True
+                    elif rec.get("ready") and not ready:
+                        ready = True
+                        last, deadline = now, now + (limits.compile_s if waiting_compile else limits.time_s)
                     elif rec.get("compiled") and waiting_compile:
                         waiting_compile = False
                         last, deadline = now, now + limits.time_s
@@ -573,7 +604,6 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                 if failure:
                     break
         _kill(proc)
-        proc.wait()
         sel.close()
         for stream in (proc.stdout, proc.stderr, proc.stdin):
             try:
