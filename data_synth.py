@@ -317,7 +317,7 @@ def make_general(seed, n):
 
 def toy(args):
     rng = random.Random(args.seed)
-    out = os.path.join(TOY_DIR, "sft")
+    out = os.path.join(args.out_dir, "sft")
     domains = dict(stem=make_stem(rng, args.n_stem), tool=make_tool(rng, args.n_tool), code=make_code(),
                    search=make_search(), general=make_general(args.seed, args.n_general))
     train, held_out = {}, []
@@ -336,13 +336,14 @@ def toy(args):
     # the toy tokenizer, trained on the rendered train conversations (chat tokens and JSON layout included)
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import models
-    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path, train_toy_tokenizer
+    from nanbeige41.tokenizer import Tokenizer, train_toy_tokenizer
     renderer = Tokenizer(HFTokenizer(models.BPE(unk_token="<unk>")))  # render() needs no vocabulary
     texts = [renderer.render(r["messages"], tools=r.get("tools")) for name in sorted(train) for r in train[name]]
     tok = train_toy_tokenizer(texts, vocab_size=args.vocab_size)
-    tok.save_pretrained(toy_tokenizer_path())
+    tok_dir = os.path.join(args.out_dir, "tokenizer")
+    tok.save_pretrained(tok_dir)
     n_tokens = sum(len(tok.encode(t)) for t in texts)
-    print(f"data_synth: tokenizer vocab {tok.vocab_size} -> {toy_tokenizer_path()}; "
+    print(f"data_synth: tokenizer vocab {tok.vocab_size} -> {tok_dir}; "
           f"train corpus {len(texts)} conversations, {n_tokens} tokens")
 
 
@@ -350,6 +351,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("toy", help="the shipped toy SFT corpus and toy tokenizer")
+    t.add_argument("--out-dir", default=TOY_DIR, help="writes OUT_DIR/sft/*.jsonl and OUT_DIR/tokenizer/ "
+                   "(the default is where the project reads them: data/toy, beside toy_tokenizer_path())")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--n-stem", type=int, default=1400)
     t.add_argument("--n-tool", type=int, default=700)

@@ -148,14 +148,17 @@ if args.data is None:
     args.data = [os.path.join(TOY_DATA, f) for f in sorted(os.listdir(TOY_DATA)) if f != "eval.jsonl"]
     if args.eval_data is None:
         args.eval_data = [os.path.join(TOY_DATA, "eval.jsonl")]
-specs = [sftdata.parse_data_spec(s) for s in args.data]
-sources = [(name, path) if name else path for name, path, _ in specs]
-records, skipped = sftdata.load_conversations(sources, strict=args.strict, log=print0)
-docs = sftdata.tokenize(records, tokenizer, strict=args.strict, log=print0)
-eval_docs = []
-if args.eval_data:
-    eval_records, _ = sftdata.load_conversations(args.eval_data, strict=args.strict, log=print0)
-    eval_docs = sftdata.tokenize(eval_records, tokenizer, strict=args.strict, log=print0)
+try:  # bad data is a one-line error naming file:line, not a traceback
+    specs = [sftdata.parse_data_spec(s) for s in args.data]
+    sources = [(name, path) if name else path for name, path, _ in specs]
+    records, skipped = sftdata.load_conversations(sources, strict=args.strict, log=print0)
+    docs = sftdata.tokenize(records, tokenizer, strict=args.strict, log=print0)
+    eval_docs = []
+    if args.eval_data:
+        eval_records, _ = sftdata.load_conversations(args.eval_data, strict=args.strict, log=print0)
+        eval_docs = sftdata.tokenize(eval_records, tokenizer, strict=args.strict, log=print0)
+except (ValueError, OSError) as e:
+    sys.exit(f"train_sft: {e}")
 domains_present = sorted({d["domain"] for d in docs})
 print0(f"data: {len(docs)} conversations, {sum(len(d['ids']) for d in docs)} tokens, domains {domains_present}; "
        f"eval {len(eval_docs)}")

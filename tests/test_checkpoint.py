@@ -1,0 +1,105 @@
+"""nanbeige41/checkpoint.py: round trip of weights / optimizer / RNG, HF-loadable directories with the tokenizer,
+atomicity (a crash mid-save leaves the previous checkpoints and no half-written one), keep-last-K."""
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from nanbeige41 import checkpoint as ckpt
+from nanbeige41.model import ModelConfig, Transformer
+from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+
+TINY = dict(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=None)
+
+
+def _model_and_optimizer(seed=0):
+    torch.manual_seed(seed)
+    model = Transformer(ModelConfig.preset("toy", **TINY))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return model, optimizer
+
+
+def _train_step(model, optimizer):
+    ids = torch.randint(0, 4096, (2, 16))
+    model(ids).float().logsumexp(-1).mean().backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return Tokenizer.from_pretrained(toy_tokenizer_path())
+
+
+def test_round_trip_weights_optimizer_rng(tmp_path, tokenizer):
+    model, optimizer = _model_and_optimizer()
+    _train_step(model, optimizer)
+    random.seed(5), np.random.seed(5), torch.manual_seed(5)
+    path = ckpt.save_checkpoint(str(tmp_path), 7, model, optimizer, tokenizer, trainer_state=dict(rows_served=42))
+    expected_rng = (random.random(), np.random.rand(), torch.rand(1).item())
+
+    other, other_opt = _model_and_optimizer(seed=1)
+    state = ckpt.load_checkpoint(path, other, other_opt)
+    assert state["step"] == 7 and state["rows_served"] == 42
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected_rng
+    for (n, a), (_, b) in zip(model.state_dict().items(), other.state_dict().items()):
+        assert torch.equal(a, b), n
+    # one more identical step on both gives identical weights: the optimizer state came back exactly
+    torch.manual_seed(9)
+    _train_step(model, optimizer)
+    torch.manual_seed(9)
+    _train_step(other, other_opt)
+    for (n, a), (_, b) in zip(model.state_dict().items(), other.state_dict().items()):
+        assert torch.equal(a, b), n
+
+
+def test_checkpoint_is_a_hf_directory_with_tokenizer(tmp_path, tokenizer):
+    model, optimizer = _model_and_optimizer()
+    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, tokenizer)
+    loaded = Transformer.from_pretrained(path)
+    ids = torch.randint(0, 4096, (1, 12))
+    assert torch.allclose(loaded(ids), model(ids))
+    assert Tokenizer.from_pretrained(path).encode("hello world") == tokenizer.encode("hello world")
+    # save_hf into a run directory keeps the run's other files
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    ckpt.save_hf(model, tokenizer, str(tmp_path))
+    assert (tmp_path / "metrics.jsonl").read_text() == "{}\n"
+    assert Transformer.from_pretrained(str(tmp_path)).config.hidden_size == 32
+    assert not (tmp_path / ".tmp-hf").exists()
+
+
+def test_crash_during_save_leaves_previous_checkpoint(tmp_path, tokenizer, monkeypatch):
+    model, optimizer = _model_and_optimizer()
+    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tokenizer)
+    real_save = torch.save
+
+    def crash_on_optimizer(obj, f, *a, **k):
+        if str(f).endswith("optimizer.pt"):
+            real_save({"partial": True}, f)
+            raise OSError("disk full (simulated crash mid-save)")
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", crash_on_optimizer)
+    with pytest.raises(OSError, match="simulated"):
+        ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+    monkeypatch.setattr(torch, "save", real_save)
+    assert os.path.isdir(tmp_path / "checkpoints" / ".tmp-step_00000020")  # the half-written one...
+    assert ckpt.latest_checkpoint(str(tmp_path)) == good                  # ...is never picked up
+    assert ckpt.list_checkpoints(str(tmp_path)) == [good]
+    # the next save of that step replaces the leftover
+    path = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+    assert ckpt.latest_checkpoint(str(tmp_path)) == path
+    assert not os.path.exists(tmp_path / "checkpoints" / ".tmp-step_00000020")
+
+
+def test_keep_last_k(tmp_path):
+    model, optimizer = _model_and_optimizer()
+    for step in (5, 10, 15, 20):
+        ckpt.save_checkpoint(str(tmp_path), step, model, optimizer, keep=2)
+    names = [os.path.basename(p) for p in ckpt.list_checkpoints(str(tmp_path))]
+    assert names == ["step_00000015", "step_00000020"]
+    assert ckpt.latest_checkpoint(str(tmp_path / "nothing-here")) is None

@@ -1,0 +1,187 @@
+"""train_sft.py: chunked loss = unchunked loss (value and every parameter gradient) at the train-step level;
+gradient-accumulation invariance; exact resume after SIGKILL; NaN/inf steps skipped then abort with the last good
+checkpoint untouched; bad input fails with file:line; a tiny run's loss falls and its metrics have the promised keys.
+Every run uses a tiny model (the toy preset with hidden 32, 2 layers) on a slice of the shipped corpus."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nanbeige41 import data
+from nanbeige41.checkpoint import latest_checkpoint
+from nanbeige41.losses import chunked_cross_entropy
+from nanbeige41.model import ModelConfig, Transformer
+from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOY_SFT = os.path.join(REPO, "data", "toy", "sft")
+TINY_MODEL = ["--hidden-size", "32", "--intermediate-size", "64", "--num-layers", "2", "--num-heads", "2",
+              "--num-kv-heads", "1"]
+TINY = dict(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, head_dim=None)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A few dozen stem and code conversations and a small eval file, cut from the shipped corpus."""
+    d = tmp_path_factory.mktemp("corpus")
+    for name, n in (("stem", 60), ("code", 30)):
+        records = data.read_jsonl(os.path.join(TOY_SFT, f"{name}.jsonl"))[:n]
+        data.write_jsonl(str(d / f"{name}.jsonl"), [{k: v for k, v in r.items() if k != "_source"} for r in records])
+    records = data.read_jsonl(os.path.join(TOY_SFT, "eval.jsonl"))
+    data.write_jsonl(str(d / "eval.jsonl"), [{k: v for k, v in r.items() if k != "_source"}
+                                             for r in records if r["domain"] in ("stem", "code")][:8])
+    return d
+
+
+def tiny_args(corpus, out, steps, *extra):
+    return [*TINY_MODEL, "--data", str(corpus / "stem.jsonl"), str(corpus / "code.jsonl"),
+            "--eval-data", str(corpus / "eval.jsonl"), "--mixture", "stem=1,code=1", "--seq-len", "128",
+            "--batch-tokens", "512", "--max-steps", str(steps), "--lr", "1e-2", "--warmup-steps", "2",
+            "--quiet", "--out", str(out), *extra]
+
+
+def run_sft(args, check=True, **kw):
+    r = subprocess.run([sys.executable, os.path.join(REPO, "train_sft.py"), *args], capture_output=True, text=True,
+                       cwd=REPO, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"train_sft failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+# -----------------------------------------------------------------------------
+# the loss
+
+def test_chunked_loss_gradient_equals_unchunked_at_train_step():
+    """One train step's loss and the gradient of every parameter: chunked (chunks of 37 supervised tokens, a size
+    that does not divide anything) vs plain cross-entropy over the full [B, T, V] logits with the same mask."""
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    records, _ = data.load_conversations([os.path.join(TOY_SFT, "stem.jsonl"), os.path.join(TOY_SFT, "code.jsonl")])
+    rows, _ = data.pack(data.tokenize(records[:40], tok), 256)
+    batch = {k: torch.tensor([r[k] for r in rows[:3]]) for k in ("input_ids", "position_ids", "targets", "loss_mask")}
+    assert (batch["position_ids"][:, 1:] == 0).any()  # really packed: several documents per row
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("toy", **TINY))
+    hidden = model(batch["input_ids"], batch["position_ids"], return_hidden=True)
+    loss_sum, n = chunked_cross_entropy(hidden, model.lm_head.weight, batch["targets"], batch["loss_mask"], 37)
+    (loss_sum / n).backward()
+    chunked = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad()
+
+    logits = model(batch["input_ids"], batch["position_ids"])  # (B, T, V) all at once
+    keep = batch["loss_mask"].bool()
+    naive = F.cross_entropy(logits[keep], batch["targets"][keep])
+    naive.backward()
+    assert n == int(keep.sum()) and n > 100
+    assert torch.allclose(loss_sum / n, naive, rtol=1e-6)
+    for k, p in model.named_parameters():
+        assert torch.allclose(chunked[k], p.grad, rtol=1e-4, atol=1e-7), k
+
+
+def test_accumulation_invariance(corpus, tmp_path):
+    """4 rows per step as 4 micro-steps of 1 row vs one micro-batch of 4 rows: same losses, gradient norms and
+    final weights (the loss is normalised by the whole step's assistant-token count, not per micro-batch)."""
+    run_sft(tiny_args(corpus, tmp_path / "once", 3))
+    run_sft(tiny_args(corpus, tmp_path / "accum", 3, "--micro-tokens", "128"))
+    a, b = metrics(tmp_path / "once"), metrics(tmp_path / "accum")
+    for x, y in zip(a, b):
+        assert x["loss"] == pytest.approx(y["loss"], rel=1e-6)
+        assert x["grad_norm"] == pytest.approx(y["grad_norm"], rel=1e-5)
+    wa = Transformer.from_pretrained(str(tmp_path / "once")).state_dict()
+    wb = Transformer.from_pretrained(str(tmp_path / "accum")).state_dict()
+    for k in wa:
+        assert torch.allclose(wa[k], wb[k], atol=1e-5), k
+
+
+# -----------------------------------------------------------------------------
+# resume, NaN, bad input
+
+def test_resume_after_sigkill_is_exact(corpus, tmp_path):
+    steps = 60
+    run_sft(tiny_args(corpus, tmp_path / "straight", steps, "--save-every", "4"))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "train_sft.py"),
+                             *tiny_args(corpus, killed, steps, "--save-every", "4")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        path = latest_checkpoint(str(killed))
+        if path is not None and int(os.path.basename(path).split("_")[1]) >= 8:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL  # killed mid-training, not finished
+    resumed_from = int(os.path.basename(latest_checkpoint(str(killed))).split("_")[1])
+    assert resumed_from < steps
+    run_sft(tiny_args(corpus, killed, steps, "--save-every", "4", "--resume"))
+    straight, again = metrics(tmp_path / "straight"), metrics(killed)
+    assert [m["step"] for m in again] == list(range(1, steps + 1))  # lines after the checkpoint were replaced
+    after = [(m["step"], m["loss"], m["grad_norm"]) for m in again if m["step"] > resumed_from]
+    assert after == [(m["step"], m["loss"], m["grad_norm"]) for m in straight if m["step"] > resumed_from]
+    assert [m.get("eval_loss") for m in again][-1] == [m.get("eval_loss") for m in straight][-1]
+
+
+def test_nonfinite_steps_are_skipped_then_abort_keeps_last_good_checkpoint(corpus, tmp_path):
+    """lr 1e30 sends the weights to ~1e30 after step 1; from step 2 on the RMSNorm squares overflow, the loss is
+    NaN, the steps are skipped and logged, and after 3 in a row the run aborts. Step 1's checkpoint stays as is."""
+    out = tmp_path / "nan"
+    r = run_sft(tiny_args(corpus, out, 20, "--lr", "1e30", "--warmup-steps", "0", "--save-every", "1",
+                          "--max-bad-steps", "3", "--eval-every", "0"), check=False)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "3 consecutive non-finite steps" in r.stdout
+    lines = metrics(out)
+    assert [m["step"] for m in lines] == [1, 2, 3, 4]
+    assert not lines[0].get("skipped") and all(m["skipped"] for m in lines[1:])
+    good = latest_checkpoint(str(out))
+    assert os.path.basename(good) == "step_00000001"
+    digest = hashlib.sha256(open(os.path.join(good, "model.safetensors"), "rb").read()).hexdigest()
+    saved = json.load(open(os.path.join(good, "trainer_state.json")))
+    assert saved["step"] == 1
+    assert digest == hashlib.sha256(open(os.path.join(good, "model.safetensors"), "rb").read()).hexdigest()
+
+
+def test_bad_input_fails_clearly(corpus, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(open(corpus / "stem.jsonl").readline() + '{"messages": [\n')
+    r = run_sft(tiny_args(corpus, tmp_path / "o1", 2) + ["--data", str(bad)], check=False)
+    assert r.returncode != 0 and f"{bad}:2: malformed JSON" in r.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = run_sft(tiny_args(corpus, tmp_path / "o2", 2) + ["--data", str(empty)], check=False)
+    assert r.returncode != 0 and "empty data file" in r.stderr
+    # a conversation with no assistant turn: skipped and counted, or an error under --strict
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(open(corpus / "stem.jsonl").read()
+                     + json.dumps({"messages": [{"role": "user", "content": "hi"}], "domain": "stem"}) + "\n")
+    r = run_sft(tiny_args(corpus, tmp_path / "o3", 1) + ["--data", str(mixed), str(corpus / "code.jsonl")])
+    assert "skipped 1 conversation(s): 1 x no assistant turn" in r.stdout
+    r = run_sft(tiny_args(corpus, tmp_path / "o4", 1) + ["--data", str(mixed), "--strict"], check=False)
+    assert r.returncode != 0 and f"{mixed}:61: no assistant turn" in r.stderr
+
+
+def test_tiny_run_loss_falls_and_logs_metrics(corpus, tmp_path):
+    out = tmp_path / "run"
+    r = run_sft(tiny_args(corpus, out, 40, "--eval-every", "20"))
+    lines = metrics(out)
+    for key in ("step", "loss", "lr", "grad_norm", "tokens", "tok_per_s", "packing_efficiency", "mixture"):
+        assert key in lines[0], key
+    first, last = lines[0]["loss"], sum(m["loss"] for m in lines[-5:]) / 5
+    assert last < 0.6 * first, (first, last)
+    assert lines[19]["eval_loss"] > lines[39]["eval_loss"]
+    assert "realised mixture" in r.stdout
+    assert Tokenizer.from_pretrained(str(out)).vocab_size == 4096  # OUT is a HF dir with the tokenizer
+    assert Transformer.from_pretrained(str(out)).config.hidden_size == 32
