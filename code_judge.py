@@ -23,26 +23,39 @@ The paper's "unified judge system" is shared by SFT data filtering, RL data cons
 The design rule that defeats known reward hacks: the child never holds an expected output. It gets
 test inputs only and prints results (functional tests: the returned value re-serialised through the
 exact base types, so a lying __eq__/__repr__ or an int subclass cannot pass); this process compares.
-A verdict never depends on the child's exit code or on what it says about itself, and a per-run nonce
-after the last test proves the run reached the end.
+Inside the sandbox a small harness (HARNESS) forks one process per test; the program's process has
+no channel to the judge, only the harness writes the per-test records, and a per-run nonce after the
+last test proves the run reached the end. A timeout or a killed harness costs that test only: a new
+sandbox resumes at the next test. A verdict never depends on what the program says about itself.
+Sandboxes are started ahead (POOL_SIZE, $NANBEIGE_JUDGE_POOL; 0 disables) and each serves one
+candidate only. The complexity judge times tests in lockstep (the harness waits for a byte from here
+before each test; the gap "byte sent -> record received" is measured here, never by the child).
 
 Run:
     python code_judge.py --problem data/toy/code_problems.jsonl --id toy_pair_sum_000 --code sol.py --complexity --json
     echo "print(1)" | python code_judge.py --problem P.json --code - --json
     NANBEIGE_JUDGE_NO_BWRAP=1 python code_judge.py ...   # force the unshare fallback
     python -m pytest tests/test_code_judge*.py            # includes the hostile-program battery
+    python bench/bench_code_judge.py                      # execs/s vs bare, complexity accuracy
+Library (what training calls): code_reward / code_rewards (GRPO code1/code2), reward_components,
+judge / judge_many, run_tests, judge_complexity / cached_complexity, load_problems.
 
 Not covered: languages other than Python and C++; Python programs run with `-I -S` (no
 site-packages, so no numpy inside solutions); measured complexity of stdin programs includes reading
 the input, so nothing below O(n) is observable and O(1)/O(log n) cannot be separated; the measured
-judge cannot reliably separate O(n) from O(n log n) and says so (`separable: false`); a cgroup memory
-limit (we use RLIMIT_AS, which counts virtual memory, so it is an approximation of "memory").
+judge cannot reliably separate O(n) from O(n log n) and says so (`separable: false`), and in the
+`fast` setting its class label is indicative only (meets_optimal there rests on the time ratio to the
+reference, which separates O(n^2) from O(n) with a wide margin); a cgroup memory limit (RLIMIT_AS
+counts virtual memory, an approximation of "memory"); seccomp filters. Without root the sandbox
+degrades to rlimits only ("none"; refuse with require_full_isolation / --require-full-isolation).
 """
 import argparse
+import atexit
 import base64
 import hashlib
 import io
 import json
+import marshal
 import math
 import os
 import pickle
@@ -198,7 +211,7 @@ def _system_binds():
     for extra in ("/etc/ld.so.cache", "/etc/alternatives"):
         if os.path.exists(extra):
             binds.append(extra)
-    for p in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), os.path.dirname(_python())}:
+    for p in sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), os.path.dirname(_python())}):
         if not any(p == b or p.startswith(b + "/") for b in binds):
             binds.append(p)
     return binds, links
@@ -297,7 +310,8 @@ def sandbox_features(backend):
 # limits, uid, nonce), drops to the sandbox uid, runs every test and writes one JSON line per test
 # to the saved stdout; never an expected output. Kept dependency-free and short on purpose.
 HARNESS = r'''
-import os, sys, io, json, time, resource, signal, builtins
+import os, sys, marshal, resource, builtins
+import _signal as signal  # the C module: `signal` pulls in enum/functools/collections (~10 ms)
 def read_exact(n):
     data = b""
     while len(data) < n:
@@ -307,11 +321,12 @@ def read_exact(n):
     return data
 header = b""
 while not header.endswith(b"\n"): header += read_exact(1)
-spec = json.loads(read_exact(int(header)))
+spec = marshal.loads(read_exact(int(header)))  # from the judge (trusted); json costs ~8 ms to import
 ctl = os.dup(0)   # lockstep mode: one byte from the judge starts each test (it times the gap)
 chan = os.dup(1)
-def send(obj):
-    data = (json.dumps(obj) + "\n").encode()
+def send(kind, body=b"", *fields):
+    # record: "KIND field... LENGTH\n" + LENGTH raw bytes (outputs need no escaping)
+    data = " ".join([kind] + [str(f) for f in fields] + [str(len(body))]).encode() + b"\n" + body
     while data:
         data = data[os.write(chan, data):]
 lim = spec["limits"]
@@ -327,6 +342,7 @@ if os.getuid() == 0:
 setlim("RLIMIT_NPROC", lim["nproc"])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over-long output: write() fails with EFBIG -> OLE
 builtins.exit = builtins.quit = sys.exit  # normally added by `site`, which -S skips; programs use them
+if spec["mode"] == "functional": import json
 def fresh_files(text):
     # new memfds per test: a daemon left by test k cannot write into test k+1's output
     fd_in, fd_out, fd_ret = os.memfd_create("stdin"), os.memfd_create("stdout"), os.memfd_create("ret")
@@ -334,8 +350,7 @@ def fresh_files(text):
     return fd_in, fd_out, fd_ret
 def take_output(fd_out):
     size = os.fstat(fd_out).st_size
-    data = os.pread(fd_out, min(size, lim["output"]), 0)
-    return data.decode("utf-8", "replace"), size >= lim["output"]
+    return os.pread(fd_out, min(size, lim["output"]), 0), size >= lim["output"]
 def canon(v, depth=0):
     # exact base-type re-serialisation: subclasses lose their lying __eq__/__repr__/__iter__
     if depth > 100: raise ValueError("too deep")
@@ -384,7 +399,7 @@ def run_python(functional):
     try:
         code = compile(spec["code"], "<solution>", "exec")
     except (SyntaxError, ValueError) as e:
-        send({"ce": "%s: %s" % (type(e).__name__, e)}); return
+        send("C", ("%s: %s" % (type(e).__name__, e)).encode()); return
     for i, text in enumerate(spec["inputs"]):
         fd_in, fd_out, fd_ret = fresh_files("" if functional else text)
         if spec["lockstep"]: os.read(ctl, 1)
@@ -398,16 +413,16 @@ def run_python(functional):
             status = "OLE" if os.WTERMSIG(st) == signal.SIGXFSZ else "RE"
         out, over = take_output(fd_out)
         if over: status = "OLE"
-        value = os.pread(fd_ret, 1 << 20, 0).decode("utf-8", "replace") if functional else out
+        value = os.pread(fd_ret, 1 << 20, 0) if functional else out
         for fd in (fd_in, fd_out, fd_ret): os.close(fd)
-        send({"i": i, "status": status, "err": "" if status == "ok" else "wait status %d" % st, "out": value})
+        send("R", value, i, status, st)
 def run_cpp():
     import subprocess
     with open("/sandbox/main.cpp", "w") as f: f.write(spec["code"])
     r = subprocess.run(["g++", "-O2", "-std=c++17", "-o", "/sandbox/main", "/sandbox/main.cpp"], capture_output=True)
     if r.returncode != 0:
-        send({"ce": r.stderr.decode("utf-8", "replace")[-2000:]}); return
-    send({"compiled": True})
+        send("C", r.stderr[-2000:]); return
+    send("K")
     setlim("RLIMIT_AS", lim["as"])
     for i, text in enumerate(spec["inputs"]):
         fd_in, fd_out, fd_err = fresh_files(text)
@@ -417,14 +432,14 @@ def run_cpp():
         out, over = take_output(fd_out)
         for fd in (fd_in, fd_out, fd_err): os.close(fd)
         status = "OLE" if over or rc == -signal.SIGXFSZ else "MLE" if "bad_alloc" in err else "ok" if rc == 0 else "RE"
-        send({"i": i, "status": status, "err": "rc=%d" % rc if rc else "", "out": out})
-send({"ready": True})  # set up: the judge's per-test clock starts now
+        send("R", out, i, status, rc & 0xffff)
+send("Y")  # set up: the judge's per-test clock starts now
 if spec["lang"] == "cpp":
     run_cpp()
 else:
     setlim("RLIMIT_AS", lim["as"])
     run_python(spec["mode"] == "functional")
-send({"end": spec["nonce"]})
+send("E", spec["nonce"].encode())
 os._exit(0)
 '''
 
@@ -437,20 +452,83 @@ class TestRun:
     detail: str = ""
 
 
-def _spawn(backend, limits, spec, lockstep=False):
-    uid = UID_BASE + secrets.randbelow(UID_BASE)
+def _start(backend, limits):
     prefix = {"bwrap": _bwrap_argv, "unshare": _unshare_argv}.get(backend, lambda _l: [])(limits)
     argv = prefix + [_python(), "-I", "-S", "-B", "-X", "utf8", "-c", HARNESS]
-    spec = dict(spec, uid=uid, nnp=(backend == "unshare"))
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
                             cwd="/" if backend != "none" else None)
-    body = json.dumps(spec).encode()
+
+
+# Warm sandboxes. Starting bwrap + Python costs about twice a bare `python -I -S` run, so a few
+# sandboxes are started ahead and wait, blocked on reading their spec, with no code inside. Each is
+# used for exactly one candidate (a fresh process and namespace per candidate, as before). They are
+# started by one long-lived thread because --die-with-parent follows the *thread* that forked.
+POOL_SIZE = int(os.environ.get("NANBEIGE_JUDGE_POOL", "2"))
+_POOL = {}                          # (backend, tmpfs_mb) -> idle started sandboxes
+_POOL_WANT = threading.Condition()  # guards _POOL; notified when one was taken
+_POOL_FILLER = []                   # the filler thread, started on first use
+
+
+def _pool_filler():
+    while True:
+        with _POOL_WANT:
+            todo = [(key, POOL_SIZE - len(procs)) for key, procs in _POOL.items() if len(procs) < POOL_SIZE]
+            if not todo:
+                _POOL_WANT.wait()
+                continue
+        for (backend, tmpfs_mb), missing in todo:
+            started = [_start(backend, Limits(tmpfs_mb=tmpfs_mb)) for _ in range(missing)]
+            with _POOL_WANT:
+                _POOL[(backend, tmpfs_mb)].extend(started)
+
+
+def _take(backend, limits):
+    if POOL_SIZE <= 0:
+        return _start(backend, limits)
+    key = (backend, limits.tmpfs_mb)
+    with _POOL_WANT:
+        if not _POOL_FILLER:
+            _POOL_FILLER.append(threading.Thread(target=_pool_filler, daemon=True, name="code_judge_pool"))
+            _POOL_FILLER[0].start()
+        procs = _POOL.setdefault(key, [])
+        proc = None
+        while procs and proc is None:
+            candidate = procs.pop(0)
+            if candidate.poll() is None:
+                proc = candidate
+            else:
+                _kill(candidate)
+        _POOL_WANT.notify()
+    return proc or _start(backend, limits)
+
+
+def shutdown_pool():
+    """Kill the idle warm sandboxes (they also die with this process)."""
+    with _POOL_WANT:
+        procs = [p for ps in _POOL.values() for p in ps]
+        for ps in _POOL.values():
+            ps.clear()
+    for proc in procs:
+        _kill(proc)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+
+
+atexit.register(shutdown_pool)
+
+
+def _spawn(backend, limits, spec, lockstep=False):
+    proc = _take(backend, limits)
+    spec = dict(spec, uid=UID_BASE + secrets.randbelow(UID_BASE), nnp=(backend == "unshare"))
+    body = marshal.dumps(spec)
     payload = str(len(body)).encode() + b"\n" + body
-    if lockstep:  # the judge keeps stdin open and writes one byte per test
+    if lockstep or len(payload) < 60000:  # fits the pipe buffer: no thread needed
         try:
-            proc.stdin.write(payload + b"g")
+            proc.stdin.write(payload + (b"g" if lockstep else b""))
             proc.stdin.flush()
+            if not lockstep:  # lockstep: the judge keeps stdin open and writes one byte per test
+                proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
         return proc
@@ -562,32 +640,38 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                 if received > channel_cap:
                     failure = "OLE"
                     break
-                while b"\n" in buf and not ended:
-                    line, buf = buf.split(b"\n", 1)
-                    now = time.monotonic()
+                while not ended and failure is None:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    fields = buf[:nl].split()
                     try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue  # not ours (a program writing to the channel); ignored
-                    if not isinstance(rec, dict):
-                        continue
-                    if "ce" in rec:
+                        length = int(fields[-1])
+                    except (IndexError, ValueError):
+                        failure = "RE"  # not the harness's framing: the run is broken
+                        break
+                    if len(buf) < nl + 1 + length:
+                        break
+                    body, buf = buf[nl + 1:nl + 1 + length], buf[nl + 1 + length:]
+                    kind, now = fields[0], time.monotonic()
+                    if kind == b"C":
                         for i in todo:
-                            results[i] = TestRun("CE", "", 0.0, str(rec["ce"])[:2000])
+                            results[i] = TestRun("CE", "", 0.0, body.decode("utf-8", "replace")[:2000])
                         ended = True
-                    elif rec.get("ready") and not ready:
+                    elif kind == b"Y" and not ready:
                         ready = True
                         last, deadline = now, now + (limits.compile_s if waiting_compile else limits.time_s)
-                    elif rec.get("compiled") and waiting_compile:
+                    elif kind == b"K" and waiting_compile:
                         waiting_compile = False
                         last, deadline = now, now + limits.time_s
-                    elif "end" in rec:
-                        ended = rec["end"] == spec["nonce"] and pos == len(todo)
+                    elif kind == b"E":
+                        ended = body.decode("ascii", "replace") == spec["nonce"] and pos == len(todo)
                         if not ended:
                             failure = "RE"  # an end marker without the nonce or before the last test
-                    elif rec.get("i") == pos and pos < len(todo):
-                        status = rec.get("status") if rec.get("status") in ("ok", "RE", "MLE", "OLE", "WA") else "RE"
-                        results[todo[pos]] = TestRun(status, rec.get("out") or "", now - last, str(rec.get("err", ""))[:200])
+                    elif kind == b"R" and len(fields) == 5 and fields[1] == str(pos).encode() and pos < len(todo):
+                        status = fields[2].decode() if fields[2] in (b"ok", b"RE", b"MLE", b"OLE", b"WA") else "RE"
+                        detail = "" if status == "ok" else f"exit status {fields[3].decode()}"
+                        results[todo[pos]] = TestRun(status, body.decode("utf-8", "replace"), now - last, detail)
                         if stop_after_s is not None and pos > 0 and now - last > stop_after_s:
                             for i in todo[pos + 1:]:
                                 results[i] = TestRun("SKIP", "", 0.0, "stopped: previous size over budget")
