@@ -169,8 +169,8 @@ def agent_env(args, tokenizer, log):
         policy = search_agent.ModelPolicy(model, tok, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                                           seed=seed)
         samples = []
-        for g, row in enumerate(items):
-            trajs = search_agent.rollout_group(policy, row, a.group_size, tok, toolbox, config, critic)
+        groups = search_agent.rollout_groups(policy, items, a.group_size, tok, toolbox, config, critic)
+        for g, (row, trajs) in enumerate(zip(items, groups)):  # all episodes advance in lockstep
             for k, traj in enumerate(trajs):
                 score = float(traj["score"] or 0.0)
                 passed = [v is None or v["pass"] for v in traj["verdicts"]]
