@@ -30,6 +30,14 @@ def _train_step(model, optimizer):
     optimizer.zero_grad()
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
     return Tokenizer.from_pretrained(toy_tokenizer_path())

@@ -25,8 +25,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOY_SFT = os.path.join(REPO, "data", "toy", "sft")
 TINY_MODEL = ["--hidden-size", "32", "--intermediate-size", "64", "--num-layers", "2", "--num-heads", "2",
               "--num-kv-heads", "1"]
+# one thread: tiny models gain nothing from more, and OpenMP threads spin-waiting on a busy 2-core machine make
+# every step many times slower
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
 TINY = dict(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
             num_key_value_heads=1, head_dim=None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +62,7 @@ def tiny_args(corpus, out, steps, *extra):
 
 def run_sft(args, check=True, **kw):
     r = subprocess.run([sys.executable, os.path.join(REPO, "train_sft.py"), *args], capture_output=True, text=True,
-                       cwd=REPO, **kw)
+                       cwd=REPO, env=ENV, **kw)
     if check and r.returncode != 0:
         raise AssertionError(f"train_sft failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r
@@ -111,12 +122,12 @@ def test_accumulation_invariance(corpus, tmp_path):
 # resume, NaN, bad input
 
 def test_resume_after_sigkill_is_exact(corpus, tmp_path):
-    steps = 60
+    steps = 30
     run_sft(tiny_args(corpus, tmp_path / "straight", steps, "--save-every", "4"))
     killed = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "train_sft.py"),
                              *tiny_args(corpus, killed, steps, "--save-every", "4")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=ENV)
     deadline = time.time() + 120
     while time.time() < deadline:
         path = latest_checkpoint(str(killed))
@@ -155,22 +166,17 @@ def test_nonfinite_steps_are_skipped_then_abort_keeps_last_good_checkpoint(corpu
 
 
 def test_bad_input_fails_clearly(corpus, tmp_path):
+    """The script turns data errors into one line naming file:line (the cases themselves: tests/test_data.py)."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text(open(corpus / "stem.jsonl").readline() + '{"messages": [\n')
     r = run_sft(tiny_args(corpus, tmp_path / "o1", 2) + ["--data", str(bad)], check=False)
-    assert r.returncode != 0 and f"{bad}:2: malformed JSON" in r.stderr
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    r = run_sft(tiny_args(corpus, tmp_path / "o2", 2) + ["--data", str(empty)], check=False)
-    assert r.returncode != 0 and "empty data file" in r.stderr
-    # a conversation with no assistant turn: skipped and counted, or an error under --strict
+    assert r.returncode == 1 and f"train_sft: {bad}:2: malformed JSON" in r.stderr and "Traceback" not in r.stderr
+    # a conversation with no assistant turn is an error under --strict (skipped and counted without it)
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text(open(corpus / "stem.jsonl").read()
                      + json.dumps({"messages": [{"role": "user", "content": "hi"}], "domain": "stem"}) + "\n")
-    r = run_sft(tiny_args(corpus, tmp_path / "o3", 1) + ["--data", str(mixed), str(corpus / "code.jsonl")])
-    assert "skipped 1 conversation(s): 1 x no assistant turn" in r.stdout
-    r = run_sft(tiny_args(corpus, tmp_path / "o4", 1) + ["--data", str(mixed), "--strict"], check=False)
-    assert r.returncode != 0 and f"{mixed}:61: no assistant turn" in r.stderr
+    r = run_sft(tiny_args(corpus, tmp_path / "o2", 1) + ["--data", str(mixed), "--strict"], check=False)
+    assert r.returncode == 1 and f"{mixed}:61: no assistant turn" in r.stderr
 
 
 def test_tiny_run_loss_falls_and_logs_metrics(corpus, tmp_path):
