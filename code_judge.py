@@ -803,6 +803,9 @@ COMPLEXITY_CLASSES = [
     ("O(2^n)", lambda n: n * math.log(2)),
 ]
 CLASS_RANK = {name: k for k, (name, _) in enumerate(COMPLEXITY_CLASSES)}
+# the first class with a higher power of n (a candidate far slower than an optimal reference)
+NEXT_POWER = {"O(1)": "O(n)", "O(log n)": "O(n)", "O(n)": "O(n^2)", "O(n log n)": "O(n^2)",
+              "O(n^2)": "O(n^3)", "O(n^2 log n)": "O(n^3)", "O(n^3)": "O(2^n)", "O(2^n)": "O(2^n)"}
 
 
 def _term_class(term):
@@ -932,6 +935,10 @@ def _timed_runs(code, lang, problem, config, isolation, seed):
     return sizes, times, outputs[1:], inputs[1:]
 
 
+# Measured on the toy set (fast setting, loaded 2-core machine): identical code runs up to 3.2x
+# the cached reference (noise), O(n log n)-vs-O(n) pairs 1.5-4.6x, every O(n^2) candidate >= 27x.
+RATIO_LIMIT = 8.0
+
 _REFERENCE_CACHE = OrderedDict()
 
 
@@ -968,23 +975,27 @@ def measure_complexity(problem, code, *, lang="python", fast=False, isolation="a
             log_n = np.log([sizes[k] for k in both])
             log_ratio = np.log([times[k] / ref_times[k] for k in both])
             result["excess_slope"] = round(float(np.polyfit(log_n, log_ratio, 1)[0]), 3)
-        # Calibration by the reference: CPython's per-element cost grows with n (caches, big lists),
-        # so a linear program often fits O(n log n) and a quadratic one O(n^2 log n). The reference
-        # is optimal by construction; a log-factor offset between its fitted class and its label is
-        # removed from the candidate's (section 2.3.1 compares "against the reference optimal bound").
+        # Class relative to the reference. CPython's per-element cost grows with n (caches, big
+        # lists), so on its own a linear program often fits O(n log n) and noise moves fits by a log
+        # factor either way; the reference is optimal by construction and runs on the same inputs.
+        # Within RATIO_LIMIT of it, the candidate is in the optimal class (as far as timing can
+        # tell); far slower, it is in the fitted class but at least one power of n above optimal.
         optimal = parse_complexity(problem.get("optimal_complexity") or "")
-        ref_fit = fit_complexity(sizes, ref_times)
-        result["reference_fit"] = ref_fit["complexity"]
-        shift = CLASS_RANK[ref_fit["complexity"]] - CLASS_RANK[optimal] if optimal else 0
-        if optimal is not None and ref_fit["points"] >= 2 and fit["points"] >= 2 and abs(shift) == 1:
-            names = [name for name, _ in COMPLEXITY_CLASSES]
-
-            def calibrate(c):
-                return names[min(max(CLASS_RANK[c] - shift, CLASS_RANK["O(1)"]), len(names) - 1)]
-            result["complexity"] = calibrate(fit["complexity"])
-            result["candidates"] = sorted({calibrate(c) for c in fit["candidates"]}, key=CLASS_RANK.get)
-            result["separable"] = len(result["candidates"]) == 1
-    if result["complexity"] in ("O(n)", "O(n log n)") and result["confidence"] < 0.5:
+        ratio = result["ratio_to_reference"]
+        result["fit_complexity"] = fit["complexity"]
+        if optimal is not None and ratio is not None:
+            if ratio <= RATIO_LIMIT:
+                result["complexity"] = optimal
+                result["candidates"] = [optimal]
+                result["separable"] = True
+                result["confidence"] = max(result["confidence"], 0.5)  # the reference comparison decided
+            else:
+                floor = NEXT_POWER[optimal]
+                result["complexity"] = max(fit["complexity"], floor, key=CLASS_RANK.get)
+                result["candidates"] = sorted({max(c, floor, key=CLASS_RANK.get) for c in fit["candidates"]},
+                                              key=CLASS_RANK.get)
+                result["separable"] = len(result["candidates"]) == 1
+    if result["complexity"] in ("O(n)", "O(n log n)") and (result["confidence"] < 0.5 or fit["points"] < 4):
         # the hard pair (BigO(Bench)): say so rather than pretend
         result["separable"] = False
         result["candidates"] = sorted(set(result["candidates"]) | {"O(n)", "O(n log n)"}, key=CLASS_RANK.get)
@@ -1024,9 +1035,6 @@ def model_complexity(problem, code, *, lang="python", endpoint=None, model="defa
     return parse_complexity(answer), answer
 
 
-# Measured on the toy set (fast setting, loaded 2-core machine): identical code runs up to 3.2x
-# the cached reference (noise), O(n log n)-vs-O(n) pairs 1.5-4.6x, every O(n^2) candidate >= 27x.
-RATIO_LIMIT = 8.0
 
 
 def judge_complexity(problem, code, *, lang="python", measured=True, fast=False, model_judge=None,

@@ -168,6 +168,20 @@ def sandbox_processes():
     return found
 
 
+def launcher_children():
+    """bwrap / unshare processes that this test process started and that are still alive."""
+    left = []
+    for pid in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if int(rest[1]) == os.getpid() and comm in ("bwrap", "unshare") and rest[0] != "Z":
+            left.append((pid, comm))
+    return left
+
+
 def planted_files():
     found = []
     for d in PLANT_DIRS + [os.getcwd()]:
@@ -225,6 +239,8 @@ def test_hostile_battery(backend, tmp_path):
 
     assert not CONNECTIONS, "a sandboxed program reached a host socket"
     assert sandbox_processes() == [], "processes outlived their sandbox"
+    cj.shutdown_pool()   # the idle warm sandboxes (no code inside) go too: nothing of ours is left
+    assert launcher_children() == [], "sandbox launchers left running"
     assert planted_files() == [], "files were left outside the sandbox"
     os.environ.pop("CJ_TEST_API_KEY", None)
 
