@@ -18,7 +18,8 @@ for a few-million-parameter model on a CPU:
 - `sft_general_conversations(seed, n)`: SFT records in which DEFECT_RATE (18%) of the final assistant
   answers carry one defect — realistic SFT noise, so the toy SFT policy sometimes produces them and
   point-wise RL has something to remove;
-- `preference_pairs`: {prompt, chosen, rejected} in TRL's conversational layout, rejected = a defect;
+- `preference_pairs`: {prompt, chosen, rejected} in TRL's conversational layout, rejected = a defect (or a
+  truncated answer, so that brevity alone is not rewarded);
 - `strong_weak_pairs`: {prompt, strong, weak, checklist} — a "strong model" (mostly clean, sometimes
   flawed) against a "weak model" (wrong facts, ignored format or context, incomplete, or defects),
   single- and multi-turn. reward_models.py derives win/loss labels from them with a checklist judge;
@@ -332,17 +333,30 @@ def sft_general_conversations(seed, n):
     return out
 
 
+def truncate(answer, rng):
+    """The answer cut off mid-way (at least one word dropped, no closing punctuation)."""
+    words = answer.split()
+    return " ".join(words[:rng.randint(1, max(1, len(words) - 1))]).rstrip(".") if len(words) > 1 else ""
+
+
+PREF_REJECTED = DEFECTS + ["truncated"]
+
+
 def preference_pairs(seed, n):
     """n records {prompt: messages, chosen: [assistant msg], rejected: [assistant msg], defect} in TRL's
-    conversational preference layout; chosen is the clean answer, rejected carries one defect (cycled)."""
+    conversational preference layout; chosen is the clean answer, rejected carries one defect, cycling through the
+    four of paper 2.1.2 and "truncated". The last is not in the paper's list: without it every rejected answer is
+    longer or messier than the chosen one and nothing stops an RM from learning "shorter is better", which
+    point-wise RL would exploit by collapsing to empty answers."""
     rng = random.Random(f"toy_chat-prefs-{seed}")
     out = []
     for i in range(n):
         e, history, q, a, _, _ = dialogue(rng)
-        defect = DEFECTS[i % len(DEFECTS)]
+        defect = PREF_REJECTED[i % len(PREF_REJECTED)]
+        bad = truncate(a, rng) if defect == "truncated" else add_defect(a, defect, e, rng)
         out.append({"prompt": history + [{"role": "user", "content": q}],
                     "chosen": [{"role": "assistant", "content": a}],
-                    "rejected": [{"role": "assistant", "content": add_defect(a, defect, e, rng)}],
+                    "rejected": [{"role": "assistant", "content": bad}],
                     "defect": defect})
     return out
 

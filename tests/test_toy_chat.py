@@ -65,7 +65,9 @@ def test_preference_pairs_layout_and_defects():
         assert r["prompt"][-1]["role"] == "user"
         assert [m["role"] for m in r["chosen"]] == ["assistant"] == [m["role"] for m in r["rejected"]]
         assert r["chosen"][0]["content"] != r["rejected"][0]["content"]
-    assert {r["defect"] for r in prefs} == set(DEFECTS)
+    assert {r["defect"] for r in prefs} == set(DEFECTS) | {"truncated"}
+    short = [r for r in prefs if r["defect"] == "truncated"]  # shorter than chosen: brevity is not rewarded
+    assert all(len(r["rejected"][0]["content"]) < len(r["chosen"][0]["content"]) for r in short)
     rep = [r["rejected"][0]["content"] for r in prefs if r["defect"] == "repetition"]
     assert all(is_repetitive(t) for t in rep)
     assert not any(is_repetitive(r["chosen"][0]["content"]) for r in prefs)
