@@ -26,7 +26,8 @@ an uninterrupted run (tests/test_sft.py).
 Departures from the paper: the toy curriculum is the paper's shape scaled down (256 -> 512 -> 1024 tokens); the paper
 gives neither the step budget of each stage nor the mixtures of the first two, so those are our choice (STAGES below).
 The earlier-stage toy mixtures leave out deep search (its toy trajectories are ~600 tokens, longer than the first
-stage's rows) and weight code up, since the toy GRPO code stages start from this model.
+stage's rows) and weight code up, since the toy GRPO code stages start from this model. Mixture ratios are read as
+shares of tokens (`--mixture-unit docs` for shares of documents); the realised shares of both are logged.
 """
 
 import argparse
@@ -49,8 +50,8 @@ PAPER_FINAL_MIXTURE = dict(code=27, search=26, stem=23, tool=13, general=10)  # 
 # The length curriculum: (name, seq_len, share of the step budget, domain mixture; None = the data's own proportions)
 STAGES = {
     "toy": [
-        dict(name="256", seq_len=256, share=0.4, mixture=dict(code=45, stem=25, general=20, tool=10)),
-        dict(name="512", seq_len=512, share=0.35, mixture=dict(code=40, stem=20, general=15, tool=25)),
+        dict(name="256", seq_len=256, share=0.4, mixture=dict(code=50, stem=20, general=20, tool=10)),
+        dict(name="512", seq_len=512, share=0.35, mixture=dict(code=50, stem=15, general=10, tool=25)),
         dict(name="1024", seq_len=1024, share=0.25, mixture=PAPER_FINAL_MIXTURE),
     ],
     "3b": [
@@ -63,7 +64,7 @@ STAGES["small"] = STAGES["toy"]
 
 # Per-config defaults of the flags left at None (measured on 2 CPU cores for toy; the 3b values are our choice).
 DEFAULTS = {
-    "toy": dict(max_steps=400, batch_tokens=4096, lr=2e-3, warmup_steps=20, eval_every=100, save_every=100),
+    "toy": dict(max_steps=200, batch_tokens=2048, lr=2e-3, warmup_steps=10, eval_every=50, save_every=50),
     "small": dict(max_steps=400, batch_tokens=8192, lr=1e-3, warmup_steps=20, eval_every=100, save_every=100),
     "3b": dict(max_steps=4000, batch_tokens=2 * 2**20, lr=1e-5, warmup_steps=100, eval_every=200, save_every=200),
 }
@@ -87,6 +88,7 @@ p.add_argument("--data", nargs="+", default=None,
                help="JSONL paths or name:path:weight entries (default: the shipped toy corpus)")
 p.add_argument("--eval-data", nargs="*", default=None, help="held-out JSONL (default: the toy eval.jsonl)")
 p.add_argument("--mixture", default=None, help="domain=weight,... for every stage (default: the stage's own)")
+p.add_argument("--mixture-unit", default="tokens", choices=["tokens", "docs"], help="what the mixture ratios count")
 p.add_argument("--seq-len", type=int, default=None, help="one stage of this length instead of the curriculum")
 p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"], help="documents longer than seq_len")
 p.add_argument("--pack-pool-rows", type=int, default=64, help="rows packed together by best-fit-decreasing")
@@ -206,7 +208,8 @@ def stage_at(step):
 def make_stream(i):
     s = stages[i]
     return sftdata.MixtureStream(docs, s["mixture"], s["seq_len"], seed=args.seed * 1000 + i,
-                                 pool_rows=args.pack_pool_rows, overflow=args.overflow, pad_id=tokenizer.pad_id)
+                                 pool_rows=args.pack_pool_rows, overflow=args.overflow, pad_id=tokenizer.pad_id,
+                                 unit=args.mixture_unit)
 
 
 def lr_at(step):

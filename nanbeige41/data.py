@@ -253,18 +253,27 @@ class MixtureStream:
     """Packed rows drawn by domain ratios, in a fixed order given (docs, mixture, seq_len, seed).
 
     Each domain's documents are visited in a shuffled order (reshuffled when exhausted, i.e. per epoch); each draw
-    first picks a domain with probability ratio[d], then that domain's next document. Documents are drawn until a
+    first picks a domain, then that domain's next document. The ratios are of tokens by default (unit="tokens", the
+    reading we take of the paper's "code 27%, deep search 26%, ...": a training mixture is a share of the token
+    budget) or of documents (unit="docs"). Documents are drawn until a
     pool holds ~pool_rows * seq_len tokens, the pool is packed best-fit-decreasing, and its rows are served fullest
     first; the partly filled tail rows (fill < tail_fill) go back into the next pool rather than being served
     half empty. State for resume: `rows_served` (re-creating the stream and skipping is exact and cheap).
     Realised ratios (documents and tokens actually served) are in `realised()`."""
 
-    def __init__(self, docs, mixture, seq_len, seed, pool_rows=64, overflow="truncate", pad_id=0, tail_fill=0.9):
+    def __init__(self, docs, mixture, seq_len, seed, pool_rows=64, overflow="truncate", pad_id=0, tail_fill=0.9,
+                 unit="tokens"):
         by_domain = {}
         for d in docs:
             by_domain.setdefault(d["domain"], []).append(d)
         self.ratios = normalise_mixture(mixture, by_domain)
         self.by_domain = by_domain
+        # unit "docs": P(domain) = ratio. unit "tokens": P(domain) ~ ratio / mean document length, so that the
+        # *tokens* drawn follow the ratios (a 600-token search trajectory counts 10x a 60-token arithmetic problem)
+        if unit not in ("tokens", "docs"):
+            raise ValueError(f"mixture unit must be 'tokens' or 'docs', got {unit!r}")
+        mean_len = {d: sum(min(len(x["ids"]), seq_len) for x in by_domain[d]) / len(by_domain[d]) for d in self.ratios}
+        self.draw_weights = {d: r / (mean_len[d] if unit == "tokens" else 1.0) for d, r in self.ratios.items()}
         self.seq_len, self.pool_rows, self.overflow, self.pad_id = seq_len, pool_rows, overflow, pad_id
         self.tail_fill = tail_fill
         self.rng = random.Random(seed)
@@ -277,7 +286,7 @@ class MixtureStream:
 
     def _draw(self):
         domains = list(self.ratios)
-        d = self.rng.choices(domains, weights=[self.ratios[k] for k in domains])[0]
+        d = self.rng.choices(domains, weights=[self.draw_weights[k] for k in domains])[0]
         if not self.order[d]:
             self.order[d] = list(range(len(self.by_domain[d])))
             self.rng.shuffle(self.order[d])

@@ -144,13 +144,14 @@ def test_shipped_corpus_packing_efficiency(toy_docs):
 def test_mixture_stream_efficiency_and_realised_ratios(toy_docs, seq_len, mixture):
     docs, _ = toy_docs
     docs = [d for d in docs if len(d["ids"]) <= seq_len]
-    stream = data.MixtureStream(docs, mixture, seq_len, seed=3)
-    rows = [stream.next_row() for _ in range(300)]
-    efficiency = sum(r["real_tokens"] for r in rows) / (len(rows) * seq_len)
-    assert efficiency >= 0.97, efficiency
     total = sum(mixture.values())
-    for domain, (doc_share, _) in stream.realised().items():
-        assert abs(doc_share - mixture[domain] / total) < 0.04, (domain, doc_share)
+    for unit, which in (("tokens", 1), ("docs", 0)):
+        stream = data.MixtureStream(docs, mixture, seq_len, seed=3, unit=unit)
+        rows = [stream.next_row() for _ in range(300)]
+        efficiency = sum(r["real_tokens"] for r in rows) / (len(rows) * seq_len)
+        assert efficiency >= 0.97, efficiency
+        for domain, shares in stream.realised().items():
+            assert abs(shares[which] - mixture[domain] / total) < 0.04, (unit, domain, shares)
 
 
 def test_mixture_stream_is_deterministic_and_skip_resumes_exactly(toy_docs):
