@@ -177,13 +177,18 @@ elif any(w is not None for _, _, w in specs):
 for s in stages:
     if override is not None:  # asked for explicitly: a missing domain is an error (MixtureStream raises)
         s["mixture"] = override
-    elif s["mixture"] is None:  # "the data's own proportions": weight by document count
-        s["mixture"] = {d: sum(doc["domain"] == d for doc in docs) for d in domains_present}
+    elif s["mixture"] is None:  # "the data's own proportions": weight by token (or document) count
+        s["mixture"] = {d: sum(len(doc["ids"]) if args.mixture_unit == "tokens" else 1
+                               for doc in docs if doc["domain"] == d) for d in domains_present}
     else:  # a built-in stage mixture: use the domains the data has, and say which are missing
         missing = sorted(set(s["mixture"]) - set(domains_present))
         if missing:
             print0(f"stage {s['name']}: no data for {missing}; mixing the other domains in their stage ratios")
         s["mixture"] = {d: w for d, w in s["mixture"].items() if d in domains_present}
+    try:
+        sftdata.normalise_mixture(s["mixture"], domains_present)
+    except ValueError as e:
+        sys.exit(f"train_sft: stage {s['name']}: {e}")
 # step budget per stage from the shares; the last stage takes the rounding remainder
 ends, total = [], 0
 for i, s in enumerate(stages):
@@ -299,7 +304,8 @@ def autocast():
 
 @torch.no_grad()
 def evaluate(stage):
-    """Mean token loss on the held-out conversations, packed at the current stage's length."""
+    """Mean token loss on the held-out conversations, packed at the current stage's length (longer ones are
+    truncated, so the eval loss of a short stage covers only the beginnings of long conversations)."""
     seq_len, micro = stage["seq_len"], stage["micro_rows"]
     rows, _ = sftdata.pack(eval_docs, seq_len, overflow="truncate", pad_id=tokenizer.pad_id)
     while len(rows) % world:  # every rank must run the same number of forwards (FSDP all-gathers)

@@ -256,9 +256,9 @@ class MixtureStream:
     first picks a domain, then that domain's next document. The ratios are of tokens by default (unit="tokens", the
     reading we take of the paper's "code 27%, deep search 26%, ...": a training mixture is a share of the token
     budget) or of documents (unit="docs"). Documents are drawn until a
-    pool holds ~pool_rows * seq_len tokens, the pool is packed best-fit-decreasing, and its rows are served fullest
-    first; the partly filled tail rows (fill < tail_fill) go back into the next pool rather than being served
-    half empty. State for resume: `rows_served` (re-creating the stream and skipping is exact and cheap).
+    pool holds ~pool_rows * seq_len tokens, the pool is packed best-fit-decreasing, and its rows are served in a
+    shuffled order; the partly filled tail rows (fill < tail_fill) go back into the next pool rather than being
+    served half empty. State for resume: `rows_served` (re-creating the stream and skipping is exact and cheap).
     Realised ratios (documents and tokens actually served) are in `realised()`."""
 
     def __init__(self, docs, mixture, seq_len, seed, pool_rows=64, overflow="truncate", pad_id=0, tail_fill=0.9,
