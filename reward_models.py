@@ -35,7 +35,8 @@ fields, identical chosen and rejected, longer than --max-len tokens) are skipped
 the run under --strict. The last --eval-frac of a seeded shuffle is held out.
 
 Batches are padded, not packed: each row is one sequence, right-padded, so plain causal attention (no mask) is exact
-for every real token and the score is gathered at index length-1. Packing would save the padding but needs the
+for every real token and the score is gathered at index length-1. A step's 2B rows are sorted by length and run
+--rows-per-forward at a time, which keeps the padding small. Packing would save the padding but needs the
 block-diagonal mask, which on CPU is a dense (T, T) tensor per row; RM sequences are short and similar in length.
 
 Writes OUT/ = config.json + model.safetensors (the backbone, HF format, `Transformer.from_pretrained` loads it),
@@ -75,6 +76,7 @@ from nanbeige41.tokenizer import IM_END, IM_START, THINK, THINK_END, Tokenizer, 
 TOY_INIT = "runs/toy/sft"
 TOY_DATA = {"point": "data/toy/prefs.jsonl", "pair": "data/toy/pairs.jsonl"}
 TOY_OUT = {"point": "runs/toy/rm_point", "pair": "runs/toy/rm_pair"}
+TOY_STEPS = {"point": 40, "pair": 60}
 HEAD_WEIGHTS, HEAD_CONFIG = "reward_head.safetensors", "reward_head.json"
 
 
@@ -160,21 +162,26 @@ def pad_batch(seqs, pad_id, device):
     return ids.to(device), torch.tensor([len(s) for s in seqs], device=device)
 
 
+def forward_rows(rm, seqs, pad_id, device, rows_per_forward):
+    """Scores (N,) fp32, differentiable, of N id lists in their order. The rows are sorted by length and run
+    rows_per_forward at a time, so each forward pads only to its own longest row: a toy batch mixes 20-token
+    answers with 250-token overlong ones, and one padded (2B, T_max) forward would be mostly padding."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    parts = []
+    for start in range(0, len(order), rows_per_forward):
+        ids, lengths = pad_batch([seqs[i] for i in order[start:start + rows_per_forward]], pad_id, device)
+        parts.append(rm(ids, lengths))
+    inverse = torch.argsort(torch.tensor(order, device=device))
+    return torch.cat(parts)[inverse]
+
+
 @torch.no_grad()
 def score_sequences(rm, seqs, pad_id, batch_size=16):
-    """Scores (point: s; pair: d) of many id lists, in their order. Sorted by length so batches pad little;
-    a sequence over rm.max_len keeps its last max_len tokens (the score is read at the end)."""
+    """Scores (point: s; pair: d) of many id lists, as a list in their order. A sequence over rm.max_len keeps its
+    last max_len tokens (the score is read at the end)."""
     was_training = rm.training
     rm.eval()
-    device = rm.head.weight.device
-    seqs = [s[-rm.max_len:] for s in seqs]
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    scores = [0.0] * len(seqs)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        ids, lengths = pad_batch([seqs[i] for i in idx], pad_id, device)
-        for i, s in zip(idx, rm(ids, lengths).tolist()):
-            scores[i] = s
+    scores = forward_rows(rm, [s[-rm.max_len:] for s in seqs], pad_id, rm.head.weight.device, batch_size).tolist()
     rm.train(was_training)
     return scores
 
@@ -459,7 +466,7 @@ def evaluate(rm, examples, pad_id, batch_size=32):
         s_c = score_sequences(rm, [e["chosen_ids"] for e in examples], pad_id, batch_size)
         s_r = score_sequences(rm, [e["rejected_ids"] for e in examples], pad_id, batch_size)
         wins = [c > r for c, r in zip(s_c, s_r)]
-        out = {"accuracy": sum(wins) / len(wins), "margin": sum(c - r for c, r in zip(s_c, s_r)) / len(wins)}
+        out = {"accuracy": sum(wins) / len(wins), "mean_gap": sum(c - r for c, r in zip(s_c, s_r)) / len(wins)}
         for defect in sorted({e["meta"].get("defect") for e in examples} - {None}):
             w = [ok for ok, e in zip(wins, examples) if e["meta"].get("defect") == defect]
             out[f"accuracy_{defect}"] = sum(w) / len(w)
@@ -472,7 +479,9 @@ def evaluate(rm, examples, pad_id, batch_size=32):
             "accuracy_ba": sum(b < 0 for b in d_lw) / n,       # winner shown second
             "accuracy_avg": sum(_sigmoid(a) + _sigmoid(-b) > 1 for a, b in zip(d_wl, d_lw)) / n,  # both-order P > 0.5
             "consistent": sum(x == 2 for x in both) / n,       # right in both orders
-            "position_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / n}
+            "position_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / n,
+            # the same, relative to the size of the predictions: 0 = antisymmetric, 1 = order decides everything
+            "relative_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / max(sum(abs(a) + abs(b) for a, b in zip(d_wl, d_lw)), 1e-9)}
 
 
 # -----------------------------------------------------------------------------
@@ -530,9 +539,9 @@ def train(args):
         B = len(batch)
         # one padded forward over 2B rows: chosen then rejected (point), winner-first then loser-first (pair)
         first, second = ("chosen_ids", "rejected_ids") if args.kind == "point" else ("ab_ids", "ba_ids")
-        ids, lengths = pad_batch([e[first] for e in batch] + [e[second] for e in batch], tokenizer.pad_id, device)
+        rows = [e[first] for e in batch] + [e[second] for e in batch]
         with autocast:
-            scores = rm(ids, lengths)  # (2B,) fp32
+            scores = forward_rows(rm, rows, tokenizer.pad_id, device, args.rows_per_forward)  # (2B,) fp32
         if args.kind == "point":
             margin = torch.tensor([e["margin"] for e in batch], device=device) + args.margin
             loss = bt_loss(scores[:B], scores[B:], margin)
@@ -547,7 +556,7 @@ def train(args):
         grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip).item()
         optimizer.step()
         row = {"step": step, "loss": loss.item(), **extra, "train_acc": acc, "lr": lr, "grad_norm": grad_norm,
-               "tokens": int(lengths.sum()), "elapsed_s": time.time() - t0}
+               "tokens": sum(len(r) for r in rows), "elapsed_s": time.time() - t0}
         if step % args.eval_every == 0 or step == args.max_steps:
             row["eval"] = evaluate(rm, eval_set, tokenizer.pad_id)
         metrics.write(json.dumps(row) + "\n")
@@ -628,9 +637,10 @@ def main(argv=None):
     t.add_argument("--tokenizer", default=None, help="default: the --init checkpoint's, else data/toy/tokenizer")
     t.add_argument("--out", default=None, help=f"default {TOY_OUT}")
     # Optimisation
-    t.add_argument("--max-steps", type=int, default=60)
+    t.add_argument("--max-steps", type=int, default=None, help=f"default {TOY_STEPS} (the pair task is harder)")
     t.add_argument("--batch-size", type=int, default=16, help="pairs per step (2x rows)")
-    t.add_argument("--lr", type=float, default=5e-4)
+    t.add_argument("--rows-per-forward", type=int, default=8, help="rows of similar length per forward pass")
+    t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--warmup", type=int, default=10)
     t.add_argument("--weight-decay", type=float, default=0.0)
     t.add_argument("--grad-clip", type=float, default=1.0)
@@ -642,7 +652,7 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     # Logging
     t.add_argument("--log-every", type=int, default=10)
-    t.add_argument("--eval-every", type=int, default=30)
+    t.add_argument("--eval-every", type=int, default=20)
     s = sub.add_parser("score", help="score samples with a trained reward model")
     s.add_argument("--kind", choices=["point", "pair"], required=True)
     s.add_argument("--ckpt", default=None, help=f"default {TOY_OUT}")
@@ -653,6 +663,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.command == "train":
         args.out = args.out or TOY_OUT[args.kind]
+        args.max_steps = args.max_steps or TOY_STEPS[args.kind]
         return train(args)
     args.ckpt = args.ckpt or TOY_OUT[args.kind]
     return score(args)

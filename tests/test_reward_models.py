@@ -240,11 +240,12 @@ def test_parse_verdicts():
 
 @pytest.mark.slow
 def test_point_rm_separates_held_out_repetitive_from_clean(tmp_path, tokenizer, tiny_init):
-    data = write_jsonl(tmp_path / "prefs.jsonl", toy_chat.preference_pairs(0, 240))
+    data = write_jsonl(tmp_path / "prefs.jsonl", toy_chat.preference_pairs(0, 160))
     out = str(tmp_path / "rm")
+    # measured: held-out accuracy 1.0 on every defect from step 5 (batch 16, lr 2e-3)
     final = rmod.main(["train", "--kind", "point", "--data", data, "--init", tiny_init, "--out", out,
-                       "--max-steps", "30", "--lr", "2e-3", "--log-every", "1000", "--eval-every", "1000"])
-    assert final["accuracy"] >= 0.85
+                       "--max-steps", "12", "--batch-size", "8", "--lr", "2e-3", "--log-every", "1000"])
+    assert final["accuracy_repetition"] >= 0.9, final
     # fresh prompts (another seed): the clean answer against the same answer looping
     rng = random.Random(123)
     prompts, clean, loops = [], [], []
@@ -258,14 +259,16 @@ def test_point_rm_separates_held_out_repetitive_from_clean(tmp_path, tokenizer, 
     accuracy = sum(c > l for c, l in zip(s_clean, s_loop)) / len(prompts)
     assert accuracy >= 0.9, accuracy
     rows = rmod.main(["score", "--kind", "point", "--ckpt", out, "--data", data])
-    assert len(rows) == 240 and all("score_b" in r for r in rows)
+    assert len(rows) == 160 and all("score_b" in r for r in rows)
 
 
 @pytest.mark.slow
 def test_swap_regulariser_cuts_position_bias(tmp_path, tiny_init):
-    data = write_jsonl(tmp_path / "pairs.jsonl", toy_chat.strong_weak_pairs(0, 240))
-    common = ["train", "--kind", "pair", "--data", data, "--init", tiny_init, "--max-steps", "30", "--lr", "2e-3",
-              "--log-every", "1000", "--eval-every", "1000", "--eval-frac", "0.2"]
+    data = write_jsonl(tmp_path / "pairs.jsonl", toy_chat.strong_weak_pairs(0, 200))
+    common = ["train", "--kind", "pair", "--data", data, "--init", tiny_init, "--max-steps", "20", "--batch-size", "8",
+              "--lr", "2e-3", "--log-every", "1000", "--eval-every", "1000", "--eval-frac", "0.2"]
     without = rmod.main(common + ["--swap-weight", "0", "--out", str(tmp_path / "a")])
     with_reg = rmod.main(common + ["--swap-weight", "1", "--out", str(tmp_path / "b")])
-    assert with_reg["position_bias"] * 3 <= without["position_bias"], (with_reg, without)
+    # measured (batch 16, steps 10-55): bias 0.6-1.3 without the regulariser, 0.01-0.05 with it
+    assert with_reg["position_bias"] * 4 <= without["position_bias"], (with_reg, without)
+    assert with_reg["relative_bias"] < without["relative_bias"]
