@@ -898,9 +898,17 @@ def _make_inputs(problem, sizes, seed):
     return [g["gen"](n, seed + k) for k, n in enumerate(sizes)]
 
 
+_TIMING_LOCK = threading.Lock()  # timing runs of this process never overlap: they would skew each other
+
+
 def _timed_runs(code, lang, problem, config, isolation, seed):
     """Fresh process per repetition; each runs a warm-up input then sizes n0, n0*step, ... The
     warm-up absorbs imports and start-up; the small-n time is then subtracted as the fixed offset."""
+    with _TIMING_LOCK:
+        return _timed_runs_locked(code, lang, problem, config, isolation, seed)
+
+
+def _timed_runs_locked(code, lang, problem, config, isolation, seed):
     sizes = []
     n = config.n0
     while n <= config.n_max:
@@ -943,6 +951,7 @@ def _timed_runs(code, lang, problem, config, isolation, seed):
 RATIO_LIMIT = 8.0
 
 _REFERENCE_CACHE = OrderedDict()
+_REFERENCE_LOCK = threading.Lock()
 
 
 def measure_complexity(problem, code, *, lang="python", fast=False, isolation="auto", seed=1234):
@@ -958,11 +967,13 @@ def measure_complexity(problem, code, *, lang="python", fast=False, isolation="a
                   ratio_to_reference=None, outputs_match_reference=None)
     if problem.get("reference_solution"):
         key = (problem["question_id"], fast, seed)
-        if key not in _REFERENCE_CACHE:
-            _REFERENCE_CACHE[key] = _timed_runs(problem["reference_solution"], "python", problem, config, isolation, seed)
-            while len(_REFERENCE_CACHE) > 256:
-                _REFERENCE_CACHE.popitem(last=False)
-        _, ref_times, ref_outputs, _, _ = _REFERENCE_CACHE[key]
+        with _REFERENCE_LOCK:  # parallel candidates of one problem measure its reference once
+            if key not in _REFERENCE_CACHE:
+                _REFERENCE_CACHE[key] = _timed_runs(problem["reference_solution"], "python", problem, config,
+                                                    isolation, seed)
+                while len(_REFERENCE_CACHE) > 256:
+                    _REFERENCE_CACHE.popitem(last=False)
+            _, ref_times, ref_outputs, _, _ = _REFERENCE_CACHE[key]
         common = [k for k in range(len(sizes)) if times[k] is not None and ref_times[k] is not None]
         if common:
             k = common[-1]

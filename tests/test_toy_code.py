@@ -2,7 +2,6 @@
 programs are short, the SFT/RL format round-trips through code_judge's reward, and the fast
 complexity setting separates the O(n^2) / O(n) pairs."""
 import io
-import json
 import os
 import random
 import subprocess
