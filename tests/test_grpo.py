@@ -252,3 +252,38 @@ def test_resume_continues_exactly(tmp_path):
     for ra, rb in zip(a[2:], b[2:]):
         for k in ("reward_mean", "reward_std", "response_len", "clip_frac", "entropy"):
             assert ra[k] == pytest.approx(rb[k], rel=1e-6, abs=1e-9), (k, ra[k], rb[k])
+
+
+def test_agent_samples_mask_exactly_the_generated_tokens(tmp_path):
+    """Multi-turn rollouts of the agent stage: loss only on the policy's own tokens, whose stored
+    sampling log-probs a packed forward over (prompt + response) reproduces (token in, token out)."""
+    from nanbeige41 import rl_envs
+    init, tok = _toy_init(tmp_path)
+    model = Transformer.from_pretrained(init).eval()
+    args = _run_args(tmp_path, init, max_new_tokens=12, agent_max_turns=3, agent_context=512, group_size=2)
+    env = rl_envs.agent_env(args, tok, log=lambda *a: None)
+    samples = env.rollout(model, tok, env.items[:2], args, seed=3)
+    assert {s.group for s in samples} == {0, 1} and {s.traj for s in samples} == {0, 1}
+    multi = 0
+    for s in samples:
+        gen = [i for i, m in enumerate(s.loss_mask) if m]
+        assert gen and all(s.old_logprobs[i] == 0.0 for i, m in enumerate(s.loss_mask) if not m)
+        multi += len(gen) < len(s.response)  # tool results inside the segment are not trained on
+        with torch.no_grad():
+            lp, _ = train_grpo.packed_logprobs(model, [s], temperature=1.0)
+        assert torch.allclose(lp[0][gen], torch.tensor([s.old_logprobs[i] for i in gen]), atol=2e-4)
+        outside = tok.decode([t for t, m in zip(s.response, s.loss_mask) if not m])
+        assert outside == "" or "<|im_start|>user" in outside
+    assert multi > 0
+
+
+def test_plot_writes_a_figure(tmp_path):
+    from nanbeige41 import plot
+    for name, rows in (("code1", [{"step": 0, "eval_pass_rate": 0.2}, {"step": 1, "r_correctness": 0.3, "r_time": 0.0}]),
+                       ("code2", [{"step": 1, "r_correctness": 0.5, "r_time": 0.4}, {"step": 2, "r_correctness": 0.6, "r_time": 0.5}])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curves, bounds = plot.read_curves([tmp_path / "code1", tmp_path / "code2"])
+    assert curves["R_time"] == [(1, 0.0), (2, 0.4), (3, 0.5)] and bounds == [1]
+    out = plot.main([str(tmp_path / "code1"), str(tmp_path / "code2"), "--out", str(tmp_path / "fig.png")])
+    assert os.path.getsize(out) > 500
