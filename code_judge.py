@@ -65,6 +65,7 @@ import selectors
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -334,7 +335,7 @@ def setlim(name, value):
     resource.setrlimit(getattr(resource, name), (value, value))
 setlim("RLIMIT_CORE", 0); setlim("RLIMIT_NOFILE", lim["nofile"]); setlim("RLIMIT_FSIZE", lim["fsize"])
 setlim("RLIMIT_CPU", lim["cpu"])
-if os.getuid() == 0:
+if os.getuid() == 0 and spec["uid"] is not None:
     if spec["nnp"]:  # the unshare path: no setuid binary may give root back (bwrap sets this itself)
         import ctypes
         ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)
@@ -418,8 +419,8 @@ def run_python(functional):
         send("R", value, i, status, st)
 def run_cpp():
     import subprocess
-    with open("/sandbox/main.cpp", "w") as f: f.write(spec["code"])
-    r = subprocess.run(["g++", "-O2", "-std=c++17", "-o", "/sandbox/main", "/sandbox/main.cpp"], capture_output=True)
+    with open("main.cpp", "w") as f: f.write(spec["code"])  # cwd: /sandbox, or a temp dir without namespaces
+    r = subprocess.run(["g++", "-O2", "-std=c++17", "-o", "main", "main.cpp"], capture_output=True)
     if r.returncode != 0:
         send("C", r.stderr[-2000:]); return
     send("K")
@@ -427,7 +428,7 @@ def run_cpp():
     for i, text in enumerate(spec["inputs"]):
         fd_in, fd_out, fd_err = fresh_files(text)
         if spec["lockstep"]: os.read(ctl, 1)
-        rc = subprocess.run(["/sandbox/main"], stdin=fd_in, stdout=fd_out, stderr=fd_err).returncode
+        rc = subprocess.run(["./main"], stdin=fd_in, stdout=fd_out, stderr=fd_err).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
         out, over = take_output(fd_out)
         for fd in (fd_in, fd_out, fd_err): os.close(fd)
@@ -452,12 +453,12 @@ class TestRun:
     detail: str = ""
 
 
-def _start(backend, limits):
+def _start(backend, limits, workdir=None):
     prefix = {"bwrap": _bwrap_argv, "unshare": _unshare_argv}.get(backend, lambda _l: [])(limits)
     argv = prefix + [_python(), "-I", "-S", "-B", "-X", "utf8", "-c", HARNESS]
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
-                            cwd="/" if backend != "none" else None)
+                            cwd=workdir or "/")
 
 
 # Warm sandboxes. Starting bwrap + Python costs about twice a bare `python -I -S` run, so a few
@@ -483,9 +484,9 @@ def _pool_filler():
                 _POOL[(backend, tmpfs_mb)].extend(started)
 
 
-def _take(backend, limits):
-    if POOL_SIZE <= 0:
-        return _start(backend, limits)
+def _take(backend, limits, workdir=None):
+    if POOL_SIZE <= 0 or backend == "none":  # "none" runs in a per-run temp dir: nothing to prepare
+        return _start(backend, limits, workdir)
     key = (backend, limits.tmpfs_mb)
     with _POOL_WANT:
         if not _POOL_FILLER:
@@ -518,9 +519,11 @@ def shutdown_pool():
 atexit.register(shutdown_pool)
 
 
-def _spawn(backend, limits, spec, lockstep=False):
-    proc = _take(backend, limits)
-    spec = dict(spec, uid=UID_BASE + secrets.randbelow(UID_BASE), nnp=(backend == "unshare"))
+def _spawn(backend, limits, spec, lockstep=False, workdir=None):
+    proc = _take(backend, limits, workdir)
+    # "none" keeps the caller's uid: a random uid could not even read a Python under /root
+    uid = None if backend == "none" else UID_BASE + secrets.randbelow(UID_BASE)
+    spec = dict(spec, uid=uid, nnp=(backend == "unshare"))
     body = marshal.dumps(spec)
     payload = str(len(body)).encode() + b"\n" + body
     if lockstep or len(payload) < 60000:  # fits the pipe buffer: no thread needed
@@ -608,7 +611,8 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                            "fsize": max(limits.output_bytes, max_input) + (1 << 20),
                            "as": limits.memory_mb << 20,
                            "cpu": int(math.ceil(limits.time_s * len(todo) + limits.startup_s + limits.compile_s))}}
-        proc = _spawn(backend, limits, spec, lockstep)
+        workdir = tempfile.mkdtemp(prefix="code_judge_") if backend == "none" else None
+        proc = _spawn(backend, limits, spec, lockstep, workdir)
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
         sel.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -688,6 +692,8 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                 if failure:
                     break
         _kill(proc)
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
         sel.close()
         for stream in (proc.stdout, proc.stderr, proc.stdin):
             try:
