@@ -479,9 +479,7 @@ def evaluate(rm, examples, pad_id, batch_size=32):
             "accuracy_ba": sum(b < 0 for b in d_lw) / n,       # winner shown second
             "accuracy_avg": sum(_sigmoid(a) + _sigmoid(-b) > 1 for a, b in zip(d_wl, d_lw)) / n,  # both-order P > 0.5
             "consistent": sum(x == 2 for x in both) / n,       # right in both orders
-            "position_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / n,
-            # the same, relative to the size of the predictions: 0 = antisymmetric, 1 = order decides everything
-            "relative_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / max(sum(abs(a) + abs(b) for a, b in zip(d_wl, d_lw)), 1e-9)}
+            "position_bias": sum(abs(a + b) for a, b in zip(d_wl, d_lw)) / n}
 
 
 # -----------------------------------------------------------------------------
