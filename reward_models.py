@@ -1,15 +1,20 @@
 """Reward models for general-domain RL: the point-wise Bradley-Terry RM (paper 2.1.2) and the pair-wise RM with
 the swap-consistency regulariser (paper 2.1.3), plus the reward functions train_grpo.py calls.
 
-    python reward_models.py train --kind point          # toy: data/toy/prefs.jsonl -> runs/toy/rm_point (~1-2 min, 2 CPU cores)
-    python reward_models.py train --kind pair           # toy: data/toy/pairs.jsonl (checklist-labelled) -> runs/toy/rm_pair
+    python reward_models.py train --kind point          # toy: data/toy/prefs.jsonl -> runs/toy/rm_point (40 steps)
+    python reward_models.py train --kind pair           # toy: data/toy/pairs.jsonl (checklist-labelled) -> runs/toy/rm_pair (60 steps)
     python reward_models.py train --kind pair --swap-weight 0 --out runs/toy/rm_pair_noswap   # the ablation
     python reward_models.py score --kind point --ckpt runs/toy/rm_point --data data/toy/prefs.jsonl
     python reward_models.py score --kind pair --ckpt runs/toy/rm_pair --data SAMPLES.jsonl
 
     # real run: one GPU, bf16 autocast, activation checkpointing (a 3B RM with AdamW fits in 80 GB)
     python reward_models.py train --kind point --init /path/Nanbeige4.1-3B-SFT --data prefs.jsonl \
-        --out runs/rm_point --device cuda --dtype bfloat16 --grad-checkpointing --max-len 8192 --lr 1e-5
+        --out runs/rm_point --device cuda --dtype bfloat16 --grad-checkpointing --max-len 8192 --lr 1e-5 \
+        --max-steps 2000 --batch-size 32 --rows-per-forward 4
+
+Toy timing (fresh toy-preset backbone, 16 pairs per step): ~3 CPU-seconds per point step and ~5 per pair step
+(pair rows hold two answers), i.e. about 1.5-2 min for the point RM and 3-4 min for the pair RM on 2 idle cores.
+The toy init is runs/toy/sft when it exists (the SFT stage's output), else a fresh backbone; the log says which.
 
 Both models are the decoder of nanbeige41/model.py with a scalar head (Linear(H, 1), kept in fp32) read at the
 last token of each sequence:
@@ -17,8 +22,8 @@ last token of each sequence:
   chat template, cut after its closing <|im_end|>); output the score s. Loss (Bradley-Terry, as in the reward model
   work the paper follows): L = -log sigmoid(s_chosen - s_rejected - margin).
 - pair-wise: input = the full dialogue history (multi-turn dialogues concatenated in full, 2.1.3) followed by two
-  candidate turns, `<|im_start|>response A\n{A}<|im_end|>\n<|im_start|>response B\n{B}<|im_end|>`; output the reward
-  difference d(A, B), with P(A beats B) = sigmoid(d). Every labelled pair enters each batch in both orders, and
+  candidate turns rendered like assistant turns, `<|im_start|>response A\n<think>\n{reasoning A}\n</think>\n\n{A}<|im_end|>\n`
+  then the same for B; output the reward difference d(A, B), with P(A beats B) = sigmoid(d). Every labelled pair enters each batch in both orders, and
       L = 1/2 [BCE(d(W, L), 1) + BCE(d(L, W), 0)] + swap_weight * mean((d(W, L) - (-d(L, W)))^2)
   where the second term is the paper's swap-consistency regulariser: "the mean squared error between the predicted
   reward difference for a response pair and the negated reward difference for the swapped pair".
