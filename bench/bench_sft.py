@@ -65,24 +65,25 @@ if kind == "base":      # what both losses need anyway: the matrix, its gradient
 elif kind == "naive":   # [T, V] logits, log-softmax and their gradients
     F.cross_entropy(hidden @ weight.t(), targets).backward()
 else:
-    s, n = chunked_cross_entropy(hidden, weight, targets, torch.ones(T), chunk_size=1024)
+    s, n = chunked_cross_entropy(hidden, weight, targets, torch.ones(T), chunk_size={chunk})
     (s / n).backward()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
 
-def peak_rss(kind, T):
-    code = MEMORY_CASE.format(repo=REPO, T=T, kind=kind)
+def peak_rss(kind, T, chunk):
+    code = MEMORY_CASE.format(repo=REPO, T=T, kind=kind, chunk=chunk)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
     return int(r.stdout.strip().splitlines()[-1])
 
 
-def bench_memory():
-    print("peak RSS, loss forward + backward at V=166144, H=2560, fp32 CPU (each in its own process)")
-    for T in (1024, 4096):
-        base, naive, chunked = (peak_rss(k, T) for k in ("base", "naive", "chunked"))
+def bench_memory(chunk, lengths):
+    print(f"peak RSS, loss forward + backward at V=166144, H=2560, fp32 CPU, chunks of {chunk} tokens "
+          "(each case in its own process)")
+    for T in lengths:
+        base, naive, chunked = (peak_rss(k, T, chunk) for k in ("base", "naive", "chunked"))
         over_n, over_c = naive - base, chunked - base
         print(f"  T={T:5d}: base {base / 2**30:5.2f} GiB | naive {naive / 2**30:5.2f} GiB | chunked "
               f"{chunked / 2**30:5.2f} GiB | above base: naive {over_n / 2**30:5.2f} GiB, chunked "
@@ -157,6 +158,8 @@ def bench_speed(n_docs, seq_len, rows_per_step, hf_batch, seed=0):
 def main():
     p = argparse.ArgumentParser(description="SFT benchmarks: packing, loss memory, tokens/s")
     p.add_argument("--only", choices=["packing", "memory", "speed"], default=None)
+    p.add_argument("--chunk", type=int, default=256, help="loss chunk size in the memory benchmark")
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096], help="T values of the memory benchmark")
     p.add_argument("--speed-docs", type=int, default=64, help="conversations in the tokens/s comparison")
     p.add_argument("--speed-seq-len", type=int, default=1024)
     p.add_argument("--speed-rows", type=int, default=2, help="packed rows per step (ours)")
@@ -165,7 +168,7 @@ def main():
     if args.only in (None, "packing"):
         bench_packing()
     if args.only in (None, "memory"):
-        bench_memory()
+        bench_memory(args.chunk, args.lengths)
     if args.only in (None, "speed"):
         bench_speed(args.speed_docs, args.speed_seq_len, args.speed_rows, args.speed_hf_batch)
 
