@@ -12,8 +12,9 @@ the swap-consistency regulariser (paper 2.1.3), plus the reward functions train_
         --out runs/rm_point --device cuda --dtype bfloat16 --grad-checkpointing --max-len 8192 --lr 1e-5 \
         --max-steps 2000 --batch-size 32 --rows-per-forward 4
 
-Toy timing (fresh toy-preset backbone, 16 pairs per step): ~3 CPU-seconds per point step and ~5 per pair step
-(pair rows hold two answers), i.e. about 1.5-2 min for the point RM and 3-4 min for the pair RM on 2 idle cores.
+Toy timing (fresh toy-preset backbone, 16 pairs per step): 3-8 CPU-seconds per point step and about twice that per
+pair step (pair rows hold two answers); the 40-step point run used 326 CPU-seconds (held-out accuracy 1.00), i.e.
+about 2-3 min on 2 idle cores, the pair run about twice that.
 The toy init is runs/toy/sft when it exists (the SFT stage's output), else a fresh backbone; the log says which.
 
 Both models are the decoder of nanbeige41/model.py with a scalar head (Linear(H, 1), kept in fp32) read at the
