@@ -165,7 +165,7 @@ def packed_logprobs(model, samples, temperature, chunk_size=1024, with_entropy=F
         # tuple measurably broke gradient accumulation across micro-batches on 2 ranks
         return torch.stack(out) if with_entropy else out
     out = model(ids, pos, head_fn=head)
-    lp, ent = (out[0], out[1]) if with_entropy else (out, None)
+    lp, ent = (out[0], out[1].detach()) if with_entropy else (out, None)
     sizes = [len(s.response) for s in samples]
     return lp.split(sizes), (ent.split(sizes) if ent is not None else None)
 
