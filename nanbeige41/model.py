@@ -223,13 +223,13 @@ class Attention(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
             k, v = cache.update(layer, k, v)  # (B, nkv, pos+T, hd)
-        if self.nkv != self.nh:  # GQA: each KV head serves nh/nkv query heads
-            k = k.repeat_interleave(self.nh // self.nkv, dim=1)
-            v = v.repeat_interleave(self.nh // self.nkv, dim=1)
+        # GQA: each KV head serves nh/nkv query heads; SDPA broadcasts them (enable_gqa) instead of
+        # copying K/V nh/nkv times, which in decoding would copy the whole cache every step
+        gqa = self.nkv != self.nh
         if mask is not None and not isinstance(mask, torch.Tensor):  # flex BlockMask (GPU packed path)
-            y = _flex_attention(q, k, v, block_mask=mask)
+            y = _flex_attention(q, k, v, block_mask=mask, enable_gqa=gqa)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=gqa)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
 
