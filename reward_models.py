@@ -67,7 +67,6 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from collections import Counter
 
@@ -615,9 +614,9 @@ def score(args):
     for r, row in zip(records, rows):
         print(json.dumps({"source": r["_source"], **{k: round(v, 4) for k, v in row.items()}}))
     if args.kind == "point" and all("score_b" in row for row in rows):
-        print(f"# accuracy (first response scored higher): {sum(r['score'] > r['score_b'] for r in rows) / len(rows):.4f}")
+        print(f"# first-listed response scored higher: {sum(r['score'] > r['score_b'] for r in rows) / len(rows):.4f}")
     if args.kind == "pair":
-        print(f"# accuracy A-first {sum(r['d_ab'] > 0 for r in rows) / len(rows):.4f} | B-first "
+        print(f"# first-listed response preferred: shown first {sum(r['d_ab'] > 0 for r in rows) / len(rows):.4f} | shown second "
               f"{sum(r['d_ba'] < 0 for r in rows) / len(rows):.4f} | position bias mean|d(A,B)+d(B,A)| "
               f"{sum(abs(r['d_ab'] + r['d_ba']) for r in rows) / len(rows):.4f}")
     return rows

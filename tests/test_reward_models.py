@@ -117,6 +117,14 @@ def test_checkpoint_roundtrip_and_pair_reward_functions(tmp_path, tokenizer):
     assert rewards == [float(p > 0.5) for p in p_gold]
     with pytest.raises(ValueError, match="point-wise"):
         rmod.point_rewards(loaded, tokenizer, prompts, golds)
+    # the score CLI: both orders per record, from response + reference
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"messages": p, "response": g, "reference": r}
+                                                  for p, g, r in zip(prompts, golds, refs)])
+    rows = rmod.main(["score", "--kind", "pair", "--ckpt", str(tmp_path / "rm"), "--data", samples])
+    assert [r["p_a_wins"] for r in rows] == pytest.approx(p_gold, abs=1e-5)
+    assert [r["d_ab"] for r in rows] == pytest.approx(d_before, abs=1e-5)
+    with pytest.raises(ValueError, match="pair-wise reward model, not --kind point"):
+        rmod.main(["score", "--kind", "point", "--ckpt", str(tmp_path / "rm"), "--data", samples])
     with pytest.raises(FileNotFoundError, match="reward_head.json"):
         rmod.load_reward_model(tmp_path)
 
