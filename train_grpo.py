@@ -445,8 +445,8 @@ def parse_args(argv=None):
     p.add_argument("--turn-penalty", type=float, default=0.5)
     # Memory
     p.add_argument("--micro-batch-tokens", type=int, default=1024,
-                   help="tokens per packed row of the update; on CPU the dense block-diagonal mask makes
-                        short rows cheaper (measured: 4096 -> 1024 halves the update time); raise it with flex on GPU")
+                   help="tokens per packed row of the update; on CPU the dense block-diagonal mask makes "
+                        "short rows cheaper (measured: 4096 -> 1024 halves the update time); raise it with flex on GPU")
     p.add_argument("--chunk-size", type=int, default=1024, help="rows per chunk of the output projection")
     p.add_argument("--grad-checkpointing", action="store_true")
     # Logging and checkpoints

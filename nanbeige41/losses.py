@@ -3,21 +3,52 @@
 With vocab 166144 and a 256k-token row, the logits alone would be 256k x 166k x 4 bytes
 ~ 162 GiB in fp32. So the loss never forms them at once: the final hidden states (N, H) are cut
 into chunks of `chunk_size` rows, each chunk is projected, reduced to one number per token
-(log p of the target, optionally the entropy) and dropped. Each chunk runs under activation
-checkpointing, so the backward pass recomputes its logits instead of keeping them: peak memory
-is one chunk's (chunk_size, V) logits, flat in N.
+(log p of the target, optionally the entropy) and dropped. The backward pass (a custom autograd
+Function) recomputes each chunk's logits and adds that chunk's share of the weight gradient into
+one (V, H) buffer in place: peak memory is one chunk's (chunk_size, V) logits plus the weight
+gradient every loss needs, flat in N. (Plain activation checkpointing per chunk would recompute
+too, but autograd would then materialise a full (V, H) weight-gradient temporary per chunk.)
 
 SFT uses `chunked_cross_entropy`; GRPO uses `token_logprobs` (it needs per-token values, at the
 sampling temperature, for importance ratios and the KL term).
 """
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 
-def _chunk_logprobs(hidden, weight, targets, inv_temperature):
-    logits = (hidden @ weight.t()).float() * inv_temperature  # (n, V), fp32 for a stable logsumexp
-    return logits.gather(-1, targets[:, None]).squeeze(-1) - logits.logsumexp(-1)
+class _ChunkedLogprobs(torch.autograd.Function):
+    """log p(target) = z_target - logsumexp(z), z = (h @ W^T) / T, chunk by chunk over rows.
+    Backward: d logp / d z = onehot(target) - softmax(z), so for a chunk with upstream grad g (n,),
+        G = (onehot - softmax(z)) * g[:, None] / T      (n, V)
+        dL/dh = G @ W,   dL/dW += G^T @ h   (accumulated in place)."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, chunk_size, inv_temperature):
+        out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        for i in range(0, hidden.shape[0], chunk_size):
+            z = (hidden[i:i + chunk_size] @ weight.t()).float() * inv_temperature  # (n, V) fp32
+            out[i:i + chunk_size] = z.gather(-1, targets[i:i + chunk_size, None]).squeeze(-1) - z.logsumexp(-1)
+        ctx.save_for_backward(hidden, weight, targets)
+        ctx.chunk_size, ctx.inv_temperature = chunk_size, inv_temperature
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        hidden, weight, targets = ctx.saved_tensors
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        grad_h = torch.empty_like(hidden) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        for i in range(0, hidden.shape[0], ctx.chunk_size):
+            h, t = hidden[i:i + ctx.chunk_size], targets[i:i + ctx.chunk_size]
+            g = grad_out[i:i + ctx.chunk_size].float() * ctx.inv_temperature  # (n,)
+            z = (h @ weight.t()).float() * ctx.inv_temperature
+            G = z.softmax(-1).mul_(-g[:, None])  # in place: one (n, V) buffer
+            G.scatter_add_(-1, t[:, None], g[:, None])
+            if need_h:
+                grad_h[i:i + ctx.chunk_size] = (G.to(weight.dtype) @ weight).to(hidden.dtype)
+            if need_w:
+                grad_w.addmm_(G.t(), h.float())
+        return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None, None
 
 
 def _chunk_entropy(hidden, weight, inv_temperature):
@@ -29,20 +60,12 @@ def token_logprobs(hidden, weight, targets, chunk_size=1024, temperature=1.0, wi
     """hidden (N, H), weight (V, H), targets (N,) -> log p(target) (N,) in fp32 [, entropy (N,)].
     Differentiable w.r.t. hidden and weight; the entropy is for logging only (no gradient)."""
     inv_t = 1.0 / temperature
-    parts, ents = [], []
-    for i in range(0, hidden.shape[0], chunk_size):
-        h, t = hidden[i:i + chunk_size], targets[i:i + chunk_size]
-        if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
-            parts.append(checkpoint(_chunk_logprobs, h, weight, t, inv_t, use_reentrant=False))
-        else:
-            parts.append(_chunk_logprobs(h, weight, t, inv_t))
-        if with_entropy:
-            with torch.no_grad():
-                ents.append(_chunk_entropy(h, weight, inv_t))
-    logprobs = torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
-    if with_entropy:
-        return logprobs, (torch.cat(ents) if ents else logprobs.detach().clone())
-    return logprobs
+    logprobs = _ChunkedLogprobs.apply(hidden, weight, targets, chunk_size, inv_t)
+    if not with_entropy:
+        return logprobs
+    with torch.no_grad():
+        ents = [_chunk_entropy(hidden[i:i + chunk_size], weight, inv_t) for i in range(0, hidden.shape[0], chunk_size)]
+    return logprobs, (torch.cat(ents) if ents else logprobs.detach().clone())
 
 
 def chunked_cross_entropy(hidden, weight, targets, loss_mask, chunk_size=1024):
