@@ -25,30 +25,39 @@ class _ChunkedLogprobs(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, targets, chunk_size, inv_temperature):
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
+        lse = torch.empty_like(out)
         for i in range(0, hidden.shape[0], chunk_size):
-            z = (hidden[i:i + chunk_size] @ weight.t()).float() * inv_temperature  # (n, V) fp32
-            out[i:i + chunk_size] = z.gather(-1, targets[i:i + chunk_size, None]).squeeze(-1) - z.logsumexp(-1)
-        ctx.save_for_backward(hidden, weight, targets)
+            z = _logits(hidden[i:i + chunk_size], weight, inv_temperature)  # (n, V) fp32, the one big buffer
+            picked = z.gather(-1, targets[i:i + chunk_size, None]).squeeze(-1)
+            m = z.max(-1).values
+            lse[i:i + chunk_size] = m + z.sub_(m[:, None]).exp_().sum(-1).log()  # in place: no second (n, V)
+            out[i:i + chunk_size] = picked - lse[i:i + chunk_size]
+        ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk_size, ctx.inv_temperature = chunk_size, inv_temperature
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        hidden, weight, targets = ctx.saved_tensors
+        hidden, weight, targets, lse = ctx.saved_tensors
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
         for i in range(0, hidden.shape[0], ctx.chunk_size):
             h, t = hidden[i:i + ctx.chunk_size], targets[i:i + ctx.chunk_size]
             g = grad_out[i:i + ctx.chunk_size].float() * ctx.inv_temperature  # (n,)
-            z = (h @ weight.t()).float() * ctx.inv_temperature
-            G = z.softmax(-1).mul_(-g[:, None])  # in place: one (n, V) buffer
+            # G = (onehot - softmax(z)) * g, built in place in the recomputed logits buffer
+            G = _logits(h, weight, ctx.inv_temperature).sub_(lse[i:i + ctx.chunk_size, None]).exp_().mul_(-g[:, None])
             G.scatter_add_(-1, t[:, None], g[:, None])
             if need_h:
                 grad_h[i:i + ctx.chunk_size] = (G.to(weight.dtype) @ weight).to(hidden.dtype)
             if need_w:
                 grad_w.addmm_(G.t(), h.float())
         return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None, None
+
+
+def _logits(hidden, weight, inv_temperature):
+    z = (hidden @ weight.t()).float()
+    return z.mul_(inv_temperature) if inv_temperature != 1.0 else z
 
 
 def _chunk_entropy(hidden, weight, inv_temperature):
