@@ -270,7 +270,7 @@ def test_agent_samples_mask_exactly_the_generated_tokens(tmp_path):
         assert gen and all(s.old_logprobs[i] == 0.0 for i, m in enumerate(s.loss_mask) if not m)
         multi += len(gen) < len(s.response)  # tool results inside the segment are not trained on
         with torch.no_grad():
-            lp, _ = train_grpo.packed_logprobs(model, [s], temperature=1.0)
+            lp, _ = train_grpo.packed_logprobs(model, [s], temperature=args.temperature)
         assert torch.allclose(lp[0][gen], torch.tensor([s.old_logprobs[i] for i in gen]), atol=2e-4)
         outside = tok.decode([t for t, m in zip(s.response, s.loss_mask) if not m])
         assert outside == "" or "<|im_start|>user" in outside
