@@ -192,6 +192,8 @@ class Limits:
     nproc: int = 32                # per sandbox: every run gets its own uid, so the count is per run
     startup_s: float = 5.0         # extra allowance for the first test of a process (start, imports)
     compile_s: float = 30.0
+    stop_after_tle: bool = False   # RL: after a timed-out test, the rest count as TLE unrun (an endless
+                                   # loop would otherwise cost time_s on every test of every rollout)
 
 
 _ISOLATION = {}  # backend choice, probed once per process
@@ -710,6 +712,10 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
             seconds = time.monotonic() - last
             results[todo[pos]] = TestRun(failure or "RE", "", seconds, "process ended before reporting this test")
             pos += 1
+            if failure == "TLE" and limits.stop_after_tle:
+                for i in todo[pos:]:
+                    results[i] = TestRun("TLE", "", 0.0, "not run: an earlier test timed out (stop_after_tle)")
+                break
         elif failure:  # all tests reported but the run did not end properly: the last one is suspect
             results[todo[-1]] = TestRun("RE", "", results[todo[-1]].seconds, "run did not reach its end marker")
         start = todo[pos] if pos < len(todo) else n

@@ -386,8 +386,8 @@ TOY_STAGE_DEFAULTS = {
     # T=0.5-0.7 (measured): at T=1.0 too few groups of 8 have 1-5 successes to learn from.
     "point": (20, 8, 96, 2e-5, 1.0, 0),
     "pair": (20, 8, 96, 2e-5, 1.0, 0),
-    "code1": (15, 8, 160, 2e-5, 0.7, 96),
-    "code2": (15, 8, 160, 2e-5, 0.7, 96),
+    "code1": (30, 8, 160, 2e-4, 0.7, 96),
+    "code2": (30, 8, 160, 2e-4, 0.7, 96),
     "agent": (10, 4, 128, 1e-5, 1.0, 0),
 }
 
@@ -435,6 +435,7 @@ def parse_args(argv=None):
     p.add_argument("--w-correctness", type=float, default=1.0)
     p.add_argument("--w-time", type=float, default=0.5)
     p.add_argument("--judge-workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--test-time-s", type=float, default=2.0, help="wall clock per test case in the sandbox")
     p.add_argument("--no-difficulty-filter", action="store_true")
     p.add_argument("--filter-n", type=int, default=8)
     p.add_argument("--filter-lo", type=int, default=1)

@@ -64,7 +64,7 @@ STAGES["small"] = STAGES["toy"]
 
 # Per-config defaults of the flags left at None (measured on 2 CPU cores for toy; the 3b values are our choice).
 DEFAULTS = {
-    "toy": dict(max_steps=200, batch_tokens=2048, lr=2e-3, warmup_steps=10, eval_every=50, save_every=50),
+    "toy": dict(max_steps=500, batch_tokens=2048, lr=2e-3, warmup_steps=10, eval_every=100, save_every=100),
     "small": dict(max_steps=400, batch_tokens=8192, lr=1e-3, warmup_steps=20, eval_every=100, save_every=100),
     "3b": dict(max_steps=4000, batch_tokens=2 * 2**20, lr=1e-5, warmup_steps=100, eval_every=200, save_every=200),
 }

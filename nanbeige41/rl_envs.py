@@ -70,11 +70,14 @@ def code_env(stage, args, tokenizer, log):
     train = [p for p in problems if p.get("split", "train") == "train"]
     held_out = [p for p in problems if p.get("split") == "test"]
     with_time = stage == "code2"
+    # a rollout stuck in a loop is scored TLE on its remaining tests without running them, so one
+    # endless program costs time_s, not time_s per test (measured: 45 s steps -> ~5 s)
+    limits = code_judge.Limits(time_s=args.test_time_s, stop_after_tle=True)
 
     def score_one(problem, text, truncated):
         r = code_judge.reward_components(problem, text, truncated=truncated, with_time=with_time,
                                          w_format=args.w_format, w_correctness=args.w_correctness,
-                                         w_time=args.w_time, fast=True)
+                                         w_time=args.w_time, fast=True, limits=limits)
         rw = r["reward"]
         return {"total": rw["total"], "r_format": rw["format"], "r_correctness": rw["correctness"],
                 "r_time": rw["time"], "pass_rate": float(r["pass_rate"] == 1.0),

@@ -115,6 +115,17 @@ def test_batched_run_gives_per_test_verdicts_and_resumes_after_a_kill():
     assert time.time() - t0 < 10
 
 
+def test_stop_after_tle_scores_the_rest_tle_without_running_them():
+    problem = stdin_problem([{"input": str(k) + "\n", "output": str(2 * k)} for k in range(6)])
+    code = "k=int(input())\nif k==1:\n while True: pass\nprint(2*k)\n"
+    t0 = time.time()
+    result = cj.judge(problem, code, limits=cj.Limits(time_s=1.0, stop_after_tle=True))
+    assert result["verdicts"] == ["AC", "TLE", "TLE", "TLE", "TLE", "TLE"], result
+    assert time.time() - t0 < 6  # one timeout, not five
+    # without the flag the run resumes after the timeout and the later tests pass
+    assert cj.judge(problem, code, limits=cj.Limits(time_s=1.0))["verdicts"] == ["AC", "TLE", "AC", "AC", "AC", "AC"]
+
+
 def test_syntax_error_is_ce_and_exit_zero_is_not_a_pass():
     problem = stdin_problem([{"input": "1\n5\n", "output": "5"}, {"input": "1\n6\n", "output": "6"}])
     assert cj.judge(problem, "print(")["verdicts"] == ["CE", "CE"]
