@@ -78,6 +78,7 @@ import numpy as np
 VERDICTS = ("AC", "WA", "TLE", "MLE", "RE", "OLE", "CE")
 FORCE_FALLBACK_ENV = "NANBEIGE_JUDGE_NO_BWRAP"  # "1": never use bubblewrap (tests run the battery both ways)
 UID_BASE = 1 << 20  # sandbox uids are drawn from [UID_BASE, 2*UID_BASE): no real account lives there
+ISSUED_UIDS = set()  # the sandbox uids this process has handed out
 
 
 class ProblemError(ValueError):
@@ -525,6 +526,8 @@ def _spawn(backend, limits, spec, lockstep=False, workdir=None):
     proc = _take(backend, limits, workdir)
     # "none" keeps the caller's uid: a random uid could not even read a Python under /root
     uid = None if backend == "none" else UID_BASE + secrets.randbelow(UID_BASE)
+    if uid is not None:
+        ISSUED_UIDS.add(uid)  # lets a caller (the security tests) find leftovers of its own runs only
     spec = dict(spec, uid=uid, nnp=(backend == "unshare"))
     body = marshal.dumps(spec)
     payload = str(len(body)).encode() + b"\n" + body

@@ -153,7 +153,8 @@ def problem_for(name, expected, mode):
 
 
 def sandbox_processes():
-    """Host processes running under a sandbox uid (they would be escapes or leftovers)."""
+    """Host processes running under a sandbox uid this test process handed out (they would be escapes or
+    leftovers). Other processes' sandboxes on the same machine (a training run judging code) are not ours."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -163,7 +164,7 @@ def sandbox_processes():
         except OSError:
             continue
         uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
-        if cj.UID_BASE <= uid < 2 * cj.UID_BASE:
+        if uid in cj.ISSUED_UIDS:
             found.append((pid, uid))
     return found
 
