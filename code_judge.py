@@ -472,6 +472,8 @@ POOL_SIZE = int(os.environ.get("NANBEIGE_JUDGE_POOL", "2"))
 _POOL = {}                          # (backend, tmpfs_mb) -> idle started sandboxes
 _POOL_WANT = threading.Condition()  # guards _POOL; notified when one was taken
 _POOL_FILLER = []                   # the filler thread, started on first use
+_POOL_EPOCH = [0]                   # bumped by shutdown_pool: sandboxes started before it are not pooled
+_POOL_BUSY = [False]                # the filler is starting sandboxes (shutdown_pool waits for it)
 
 
 def _pool_filler():
@@ -481,10 +483,25 @@ def _pool_filler():
             if not todo:
                 _POOL_WANT.wait()
                 continue
-        for (backend, tmpfs_mb), missing in todo:
-            started = [_start(backend, Limits(tmpfs_mb=tmpfs_mb)) for _ in range(missing)]
+            epoch = _POOL_EPOCH[0]
+            _POOL_BUSY[0] = True
+        for key, missing in todo:
+            started = [_start(key[0], Limits(tmpfs_mb=key[1])) for _ in range(missing)]
             with _POOL_WANT:
-                _POOL[(backend, tmpfs_mb)].extend(started)
+                if _POOL_EPOCH[0] == epoch and key in _POOL:
+                    _POOL[key].extend(started)
+                    started = []
+            for proc in started:  # a shutdown happened while these were starting: they go too
+                _discard(proc)
+        with _POOL_WANT:
+            _POOL_BUSY[0] = False
+            _POOL_WANT.notify_all()
+
+
+def _discard(proc):
+    _kill(proc)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
 
 
 def _take(backend, limits, workdir=None):
@@ -510,13 +527,14 @@ def _take(backend, limits, workdir=None):
 def shutdown_pool():
     """Kill the idle warm sandboxes (they also die with this process)."""
     with _POOL_WANT:
+        _POOL_EPOCH[0] += 1
         procs = [p for ps in _POOL.values() for p in ps]
-        for ps in _POOL.values():
-            ps.clear()
+        _POOL.clear()  # no keys left: the filler has nothing to refill until the next _take
+        deadline = time.monotonic() + 30
+        while _POOL_BUSY[0] and time.monotonic() < deadline:  # let a start in flight finish and discard itself
+            _POOL_WANT.wait(0.1)
     for proc in procs:
-        _kill(proc)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+        _discard(proc)
 
 
 atexit.register(shutdown_pool)
