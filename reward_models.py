@@ -77,6 +77,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nanbeige41 import toy_chat
+from nanbeige41.data import read_jsonl
 from nanbeige41.model import ModelConfig, Transformer
 from nanbeige41.tokenizer import IM_END, IM_START, THINK, THINK_END, Tokenizer, toy_tokenizer_path
 
@@ -371,20 +372,8 @@ def checklist_filter(records, judge, log=print):
 # Reading and checking data
 
 def read_records(path):
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{lineno}: malformed JSON ({e.msg})") from None
-                if not isinstance(r, dict):
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object")
-                records.append({**r, "_source": f"{path}:{lineno}"})
-    if not records:
-        raise ValueError(f"{path}: no records")
-    return records
+    """Records of a JSONL file; a malformed line fails naming `file:line` (the SFT reader, shared)."""
+    return read_jsonl(path)
 
 
 def _response_text(value):
