@@ -454,7 +454,7 @@ def parse_args(argv=None):
     p.add_argument("--grad-checkpointing", action="store_true")
     # Logging and checkpoints
     p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--eval-items", type=int, default=64)
+    p.add_argument("--eval-items", type=int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
     p.add_argument("--save-every", type=int, default=10)
     p.add_argument("--keep", type=int, default=2)
     args = p.parse_args(argv)
@@ -463,6 +463,8 @@ def parse_args(argv=None):
         temperature, filter_items = 1.0, 0
     args.temperature = temperature if args.temperature is None else args.temperature
     args.filter_max_items = filter_items if args.filter_max_items is None else args.filter_max_items
+    if args.eval_items is None:  # a multi-turn agent evaluation costs ~turns x a single-turn one
+        args.eval_items = 16 if args.stage == "agent" else 64
     args.max_steps = steps if args.max_steps is None else args.max_steps
     args.prompts_per_step = prompts if args.prompts_per_step is None else args.prompts_per_step
     args.max_new_tokens = new_tokens if args.max_new_tokens is None else args.max_new_tokens

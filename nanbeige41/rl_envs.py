@@ -190,8 +190,8 @@ def agent_env(args, tokenizer, log):
                                                 "answered": float(traj["termination"] == "answer")}))
         return samples
 
+    # no difficulty filter here: the paper's k-in-[1, 5] filter belongs to the code stages (2.3.2)
     return Env("agent", train, held_out, item_id=lambda r: r["id"], rollout=rollout,
-               success=lambda r: r.get("answer_score", 0.0) == 1.0,
                log_keys=("answer_score", "turns", "turn_pass", "answered"))
 
 
