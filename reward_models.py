@@ -271,7 +271,7 @@ def load_reward_model(path, device="cpu", dtype=None):
 # Judges and the checklist filter (paper 2.1.3, "checklist filtering strategy as Nanbeige4")
 
 class JudgeError(Exception):
-    pass
+    """A checklist judge gave no usable verdict (endpoint down, unparseable reply)."""
 
 
 def judge_prompt(prompt_messages, response, checklist):

@@ -237,7 +237,7 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def log_message(self, *args):
-        pass
+        """Keep the test output quiet (no per-request access log)."""
 
 
 def test_model_complexity_judge_over_openai_compatible_http():

@@ -207,7 +207,7 @@ class _Judge(BaseHTTPRequestHandler):
         self.wfile.write(out)
 
     def log_message(self, *args):
-        pass
+        """Keep the test output quiet (no per-request access log)."""
 
 
 def test_endpoint_judge_against_a_local_server():
