@@ -417,4 +417,5 @@ print0(f"done: {step} steps, {tokens_seen} tokens in {(time.time() - t_start) / 
        f"mixture: {mix}; truncated {stream.truncated}, dropped {stream.dropped} documents; model in {args.out}")
 if metrics_file:
     metrics_file.close()
+del model, optimizer  # the sharded model holds the process group: free it now, not during interpreter shutdown
 D.cleanup()

@@ -12,17 +12,23 @@ from nanbeige41.model import ModelConfig, Transformer  # noqa: E402
 from test_grpo import TINY, _args, _samples  # noqa: E402
 from train_grpo import policy_update  # noqa: E402
 
-out, agg = sys.argv[1], sys.argv[2]
-world = setup("cpu")
-torch.manual_seed(0)  # same construction order as test_grpo._update
-model = Transformer(ModelConfig(**TINY))
-ref = Transformer(ModelConfig(**TINY))
-parallelize(model)
-opt = torch.optim.SGD(model.parameters(), lr=1.0)
-samples = _samples()[world.rank::world.world_size]
-policy_update(model, ref, opt, samples, _args(loss_agg=agg, micro_batch_tokens=16, kl_coef=0.1), world)
-state = full_state_dict(model)
-if world.rank == 0:
-    names = [n for n, _ in Transformer(ModelConfig(**TINY)).named_parameters()]
-    torch.save(torch.cat([state[n].flatten() for n in names]), out)
+
+def main(out, agg):
+    world = setup("cpu")
+    torch.manual_seed(0)  # same construction order as test_grpo._update
+    model = Transformer(ModelConfig(**TINY))
+    ref = Transformer(ModelConfig(**TINY))
+    parallelize(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    samples = _samples()[world.rank::world.world_size]
+    policy_update(model, ref, opt, samples, _args(loss_agg=agg, micro_batch_tokens=16, kl_coef=0.1), world)
+    state = full_state_dict(model)
+    if world.rank == 0:
+        names = [n for n, _ in Transformer(ModelConfig(**TINY)).named_parameters()]
+        torch.save(torch.cat([state[n].flatten() for n in names]), out)
+
+
+# In a function, so the sharded model (which holds the process group) is freed before cleanup and
+# not during interpreter shutdown, where gloo's threads can abort the process.
+main(sys.argv[1], sys.argv[2])
 cleanup()

@@ -125,9 +125,12 @@ def test_update_invariant_to_world_size(tmp_path):
     """2 ranks under torchrun (gloo, FSDP2), each with half the samples == 1 process with all."""
     worker = os.path.join(ROOT, "tests", "grpo_dist_worker.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
+    env["PYTHONFAULTHANDLER"] = "1"  # a native abort in a worker prints the Python stack
     for agg in ("token-mean", "seq-mean-token-mean"):
-        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        worker, str(tmp_path / f"dist_{agg}.pt"), agg], check=True, env=env, cwd=ROOT, timeout=300)
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                            worker, str(tmp_path / f"dist_{agg}.pt"), agg], capture_output=True, text=True,
+                           env=env, cwd=ROOT, timeout=300)
+        assert r.returncode == 0, f"torchrun failed ({agg}):\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
         dist_params = torch.load(tmp_path / f"dist_{agg}.pt")
         single, _ = _update(_samples(), loss_agg=agg, micro_batch_tokens=16, kl_coef=0.1)
         assert torch.allclose(dist_params, single, atol=1e-5), (dist_params - single).abs().max()
