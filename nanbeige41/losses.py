@@ -20,24 +20,38 @@ class _ChunkedLogprobs(torch.autograd.Function):
     """log p(target) = z_target - logsumexp(z), z = (h @ W^T) / T, chunk by chunk over rows.
     Backward: d logp / d z = onehot(target) - softmax(z), so for a chunk with upstream grad g (n,),
         G = (onehot - softmax(z)) * g[:, None] / T      (n, V)
-        dL/dh = G @ W,   dL/dW += G^T @ h   (accumulated in place)."""
+        dL/dh = G @ W,   dL/dW += G^T @ h   (accumulated in place).
+    With want_entropy it also returns each row's entropy (no gradient) from the same logits:
+    with zs = z - max and e = exp(zs), S = sum(e):  H = -sum p log p = log S - sum(e * zs) / S."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, chunk_size, inv_temperature):
+    def forward(ctx, hidden, weight, targets, chunk_size, inv_temperature, want_entropy):
         out = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         lse = torch.empty_like(out)
+        entropy = torch.empty_like(out) if want_entropy else None
         for i in range(0, hidden.shape[0], chunk_size):
             z = _logits(hidden[i:i + chunk_size], weight, inv_temperature)  # (n, V) fp32, the one big buffer
             picked = z.gather(-1, targets[i:i + chunk_size, None]).squeeze(-1)
             m = z.max(-1).values
-            lse[i:i + chunk_size] = m + z.sub_(m[:, None]).exp_().sum(-1).log()  # in place: no second (n, V)
+            z.sub_(m[:, None])
+            if want_entropy:  # needs zs and e at once: one more (n, V) buffer
+                e = z.exp()
+                S = e.sum(-1)
+                ez = torch.bmm(e[:, None, :], z[:, :, None]).flatten()  # sum(e * zs) without a temporary
+                entropy[i:i + chunk_size] = S.log() - ez / S
+            else:
+                S = z.exp_().sum(-1)  # in place: no second (n, V)
+            lse[i:i + chunk_size] = m + S.log()
             out[i:i + chunk_size] = picked - lse[i:i + chunk_size]
         ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.chunk_size, ctx.inv_temperature = chunk_size, inv_temperature
-        return out
+        if not want_entropy:
+            return out
+        ctx.mark_non_differentiable(entropy)
+        return out, entropy
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_out, grad_entropy=None):
         hidden, weight, targets, lse = ctx.saved_tensors
         need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         grad_h = torch.empty_like(hidden) if need_h else None
@@ -52,7 +66,7 @@ class _ChunkedLogprobs(torch.autograd.Function):
                 grad_h[i:i + ctx.chunk_size] = (G.to(weight.dtype) @ weight).to(hidden.dtype)
             if need_w:
                 grad_w.addmm_(G.t(), h.float())
-        return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None, None
+        return grad_h, (grad_w.to(weight.dtype) if need_w else None), None, None, None, None
 
 
 def _logits(hidden, weight, inv_temperature):
@@ -60,21 +74,10 @@ def _logits(hidden, weight, inv_temperature):
     return z.mul_(inv_temperature) if inv_temperature != 1.0 else z
 
 
-def _chunk_entropy(hidden, weight, inv_temperature):
-    logp = ((hidden @ weight.t()).float() * inv_temperature).log_softmax(-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
 def token_logprobs(hidden, weight, targets, chunk_size=1024, temperature=1.0, with_entropy=False):
     """hidden (N, H), weight (V, H), targets (N,) -> log p(target) (N,) in fp32 [, entropy (N,)].
     Differentiable w.r.t. hidden and weight; the entropy is for logging only (no gradient)."""
-    inv_t = 1.0 / temperature
-    logprobs = _ChunkedLogprobs.apply(hidden, weight, targets, chunk_size, inv_t)
-    if not with_entropy:
-        return logprobs
-    with torch.no_grad():
-        ents = [_chunk_entropy(hidden[i:i + chunk_size], weight, inv_t) for i in range(0, hidden.shape[0], chunk_size)]
-    return logprobs, (torch.cat(ents) if ents else logprobs.detach().clone())
+    return _ChunkedLogprobs.apply(hidden, weight, targets, chunk_size, 1.0 / temperature, with_entropy)
 
 
 def chunked_cross_entropy(hidden, weight, targets, loss_mask, chunk_size=1024):

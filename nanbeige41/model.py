@@ -9,7 +9,9 @@ plain `load_state_dict`, and RoPE uses HF's `rotate_half` layout so no q/k permu
 What this file covers:
 - `ModelConfig` with the presets `toy` (CPU, minutes), `small` (benchmarks) and `3b` (the release);
 - packed rows: `position_ids` restart at 0 at each document start, and attention is causal
-  *within* a document only (block-diagonal). Everything is derived from `position_ids`;
+  *within* a document only (block-diagonal). Everything is derived from `position_ids`: on CPU one
+  causal SDPA call per document (or, as the reference, one call with the block-diagonal mask), on
+  GPU flex_attention with a BlockMask;
 - `forward(..., return_hidden=True)` returns the final hidden states so the loss can chunk the
   output projection (nanbeige41/losses.py) instead of materialising [T, V] logits;
 - a preallocated KV cache for generation (nanbeige41/generate.py), per-block activation
@@ -170,6 +172,27 @@ def document_mask(position_ids):
     return (doc[:, :, None] == doc[:, None, :]) & causal  # (B, T, T)
 
 
+def document_spans(position_ids):
+    """(row, start, end) of every document of packed rows, from positions that restart at 0 (the
+    same documents as document_mask: tokens before a row's first 0 count as one document)."""
+    spans = []
+    for b, row in enumerate(position_ids.tolist()):
+        starts = sorted({0} | {i for i, p in enumerate(row) if p == 0})
+        spans += [(b, s, e) for s, e in zip(starts, starts[1:] + [len(row)])]
+    return tuple(spans)
+
+
+def varlen_attention(q, k, v, spans, enable_gqa):
+    """Packed attention as one causal SDPA call per document (CPU "varlen"). Exact, like the
+    block-diagonal mask, but its cost grows with sum(doc_len^2) instead of T^2: a 1024-token row
+    of 13 GRPO rollouts does ~1/13 of the mask path's attention work."""
+    rows = [[] for _ in range(q.shape[0])]
+    for b, s, e in spans:
+        rows[b].append(F.scaled_dot_product_attention(q[b:b + 1, :, s:e], k[b:b + 1, :, s:e], v[b:b + 1, :, s:e],
+                                                      is_causal=True, enable_gqa=enable_gqa))
+    return torch.cat([torch.cat(r, dim=2) for r in rows], dim=0)
+
+
 class KVCache:
     """Preallocated per-layer keys/values (B, n_kv, max_len, hd) for generation, plus which slots
     hold real tokens (left-padded prompts leave some empty)."""
@@ -226,7 +249,9 @@ class Attention(nn.Module):
         # GQA: each KV head serves nh/nkv query heads; SDPA broadcasts them (enable_gqa) instead of
         # copying K/V nh/nkv times, which in decoding would copy the whole cache every step
         gqa = self.nkv != self.nh
-        if mask is not None and not isinstance(mask, torch.Tensor):  # flex BlockMask (GPU packed path)
+        if isinstance(mask, tuple):  # document spans (packed rows, CPU)
+            y = varlen_attention(q, k, v, mask, gqa)
+        elif mask is not None and not isinstance(mask, torch.Tensor):  # flex BlockMask (GPU packed path)
             y = _flex_attention(q, k, v, block_mask=mask, enable_gqa=gqa)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=gqa)
@@ -298,7 +323,9 @@ class Transformer(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.gradient_checkpointing = False  # recompute each block in backward (saves activations)
-        self.attn_backend = "sdpa"  # "sdpa" (explicit mask) or "flex" (BlockMask, CUDA only)
+        # packed rows: "sdpa" (one causal SDPA call per document), "sdpa_mask" (one call with the
+        # block-diagonal mask: T^2 work, the reference) or "flex" (BlockMask, compiled on CUDA)
+        self.attn_backend = "sdpa"
         if self.lm_head.weight.device.type != "meta":
             self.init_weights()
 
@@ -328,8 +355,10 @@ class Transformer(nn.Module):
             mask = None  # one document per row: plain causal attention (fast kernel)
         elif self.attn_backend == "flex":
             mask = _packed_block_mask(position_ids)
-        else:
+        elif self.attn_backend == "sdpa_mask":
             mask = document_mask(position_ids)[:, None]  # (B, 1, T, T)
+        else:
+            mask = document_spans(position_ids)
         cos, sin = rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta)
         x = self.model.embed_tokens(input_ids)  # (B, T, H)
         for i, block in enumerate(self.model.layers):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import transformers
 
-from nanbeige41.model import ModelConfig, Transformer, document_mask, rope_cos_sin
+from nanbeige41.model import ModelConfig, Transformer, document_mask, document_spans, rope_cos_sin
 from nanbeige41.losses import chunked_cross_entropy, token_logprobs
 from nanbeige41.generate import generate, sample_next
 
@@ -88,9 +88,33 @@ def test_flex_backend_matches_sdpa_mask():
     pos = torch.cat([torch.arange(len(d)) for d in docs])[None]
     with torch.no_grad():
         ref = m(ids, pos)
+        m.attn_backend = "sdpa_mask"
+        assert (m(ids, pos) - ref).abs().max().item() <= 1e-5
         m.attn_backend = "flex"
         flex = m(ids, pos)
     assert (ref - flex).abs().max().item() <= 1e-4
+
+
+def test_per_document_sdpa_matches_mask_forward_and_grad():
+    """The default CPU packed path (one causal SDPA call per document) against the block-diagonal
+    mask, on 2 rows whose first starts mid-document; logits and every parameter's gradient."""
+    torch.manual_seed(5)
+    cfg = ModelConfig(**TINY)
+    ids = torch.randint(0, 300, (2, 30))
+    pos = torch.cat([torch.tensor([[3, 4, 5, 6] + list(range(9)) + list(range(17))]),
+                     torch.cat([torch.arange(n) for n in (1, 20, 9)])[None]])
+    out = {}
+    for backend in ("sdpa", "sdpa_mask"):
+        torch.manual_seed(6)
+        m = Transformer(cfg)
+        m.attn_backend = backend
+        logits = m(ids, pos)
+        logits.square().mean().backward()
+        out[backend] = (logits.detach(), {n: p.grad for n, p in m.named_parameters()})
+    assert (out["sdpa"][0] - out["sdpa_mask"][0]).abs().max().item() <= 1e-5
+    for name, g in out["sdpa"][1].items():
+        assert torch.allclose(g, out["sdpa_mask"][1][name], atol=1e-6, rtol=1e-4), name
+    assert document_spans(pos) == ((0, 0, 4), (0, 4, 13), (0, 13, 30), (1, 0, 1), (1, 1, 21), (1, 21, 30))
 
 
 def test_document_mask_from_positions():
