@@ -80,6 +80,8 @@ BATTERY = {
         f"try:\n open('{d.rstrip('/')}/{MARK}_w', 'w').write('x'); ok.append(1)\nexcept OSError: pass\n"
         for d in PLANT_DIRS if d not in ("/tmp", "/dev/shm")) + "print('wrote' if ok else 'contained')",
         {"WA"}, "wrote", "stdin"),
+    "see_launcher_files": ("import os\nprint('found' if os.path.exists('/tmp/fstab') or os.listdir('/tmp') else 'hidden')",
+                           {"WA"}, "found", "stdin"),   # the unshare path writes its fstab under the run's /tmp
     "read_shadow": ("try: print(open('/etc/shadow').read().split()[0])\nexcept OSError: print('denied')",
                     {"WA"}, None, "stdin"),  # expected output filled in below from the real file
     "env_secrets": (FIND_SECRET + "scan(repr(dict(os.environ)))\nfor p in os.listdir('/proc'):\n"
