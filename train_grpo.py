@@ -505,7 +505,7 @@ def run(args, world, env=None):
     if args.kl_coef > 0:
         ref_model = Transformer.from_pretrained(args.init).to(device).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                                  betas=(0.9, 0.999))
+                                  betas=(0.9, 0.999), fused=world.world_size == 1)  # fused: ~4x faster on CPU
     if env is None:
         env = rl_envs.make_env(args.stage, args, tokenizer, log, device=device)
     log(f"stage {args.stage}: init {args.init}, {len(env.items)} training items, {len(env.eval_items)} held out, "
@@ -591,6 +591,7 @@ def run(args, world, env=None):
                     dropped += 1
         all_samples_info = [s.info for s in kept]
         assign_advantages(kept, args)
+        t_update = time.time()
 
         # 4. policy update: epochs x minibatches (split by groups), equal micro-batch counts on all ranks
         groups = sorted({s.group for s in kept})
@@ -613,6 +614,7 @@ def run(args, world, env=None):
         tok = all_reduce_sum(totals["tokens"])
         gen_tok = all_reduce_sum(float(n_gen_tokens))
         dt = time.time() - t0
+        update_s = time.time() - t_update
         row = {"step": step, "lr": lr, "reward_mean": mean_r,
                "reward_std": math.sqrt(max(reward_sq / max(n, 1.0) - mean_r ** 2, 0.0)),
                **{k: all_reduce_sum(float(sum(float(i.get(k, 0.0)) for i in all_samples_info))) / max(n, 1.0)
@@ -624,7 +626,8 @@ def run(args, world, env=None):
                "overlong_frac": all_reduce_sum(float(sum(s.overlong for s in kept))) / max(n, 1.0),
                "filtered_groups": int(all_reduce_sum(float(dropped))),
                "skipped_prompts": int(all_reduce_sum(float(skipped))),
-               "samples": int(n), "grad_norm": grad_norm, "tok_per_s": gen_tok / dt, "step_s": dt}
+               "samples": int(n), "grad_norm": grad_norm, "tok_per_s": gen_tok / dt, "step_s": dt,
+               "rollout_s": dt - update_s, "update_s": update_s}
         if args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
             sync_rollout_model(model, rollout_model)
             row.update(evaluate_policy(rollout_model, tokenizer, env, args, world))

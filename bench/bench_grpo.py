@@ -62,7 +62,10 @@ def bench_ours(init, tok, args, out):
         "--rollout-batch", "32"])
     train_grpo.run(run_args, Dist(), env=env)
     rows = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))]
-    return [r["step_s"] for r in rows if "step_s" in r][1:]  # drop the warm-up step
+    rows = [r for r in rows if "step_s" in r][1:]  # drop the warm-up step
+    print(f"ours, median per step: rollouts + rewards {statistics.median(r['rollout_s'] for r in rows):.2f} s, "
+          f"policy update {statistics.median(r['update_s'] for r in rows):.2f} s")
+    return [r["step_s"] for r in rows]
 
 
 def bench_trl(init, args, out):
