@@ -14,6 +14,7 @@ Gradient reduction: the trainers normalise their loss by the *global* token coun
 averaging over ranks would divide a second time; `parallelize` sets the divide factor to 1 (gradients are summed).
 """
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -59,7 +60,11 @@ def setup(device=None):
 
 
 def cleanup():
+    """Barrier, then destroy the process group. Collect garbage first: an FSDP2 model that is only
+    kept alive by reference cycles still holds the group, and if it were freed during interpreter
+    shutdown instead, gloo's threads could abort the process (seen once in CI)."""
     if dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 
