@@ -51,6 +51,7 @@ degrades to rlimits only ("none"; refuse with require_full_isolation / --require
 """
 import argparse
 import atexit
+import contextlib
 import base64
 import hashlib
 import io
@@ -494,11 +495,11 @@ def _start(backend, limits, workdir=None):
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}, start_new_session=True,
                             cwd=workdir or "/")
-    try:  # ~14 KB: fits the pipe buffer, so this never blocks; the spec follows in _spawn
+    # ~14 KB: fits the pipe buffer, so this never blocks; the spec follows in _spawn. A sandbox that
+    # died at start raises here: _take sees that, or the run reports the broken sandbox.
+    with contextlib.suppress(BrokenPipeError, OSError):
         proc.stdin.write(HARNESS_MESSAGE)
         proc.stdin.flush()
-    except (BrokenPipeError, OSError):
-        pass  # it died at start: _take sees that, or the run reports the broken sandbox
     return proc
 
 
@@ -620,11 +621,9 @@ def _kill(proc, namespaced=True):
     except (OSError, ValueError):
         inits = []
     pidfds = []
-    for pid in inits:
-        try:
+    for pid in inits:  # one that already exited and was reaped has no namespace left: skipped
+        with contextlib.suppress(ProcessLookupError):
             pidfds.append(os.pidfd_open(pid))  # from here on the fd names this process, never a reused pid
-        except ProcessLookupError:
-            pass  # already exited and reaped: its namespace is gone
     for fd in pidfds:
         try:
             signal.pidfd_send_signal(fd, signal.SIGKILL)
