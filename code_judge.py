@@ -31,6 +31,21 @@ Sandboxes are started ahead (POOL_SIZE, $NANBEIGE_JUDGE_POOL; 0 disables) and ea
 candidate only. The complexity judge times tests in lockstep (the harness waits for a byte from here
 before each test; the gap "byte sent -> record received" is measured here, never by the child).
 
+What the reward pays for, and why it cannot be had for less (the README's security section lists
+each attack class and its test):
+  * a program cannot tell a timing run from a test run: one harness protocol for both, the same
+    limits, and the forked child empties its copy of the harness state before the program runs;
+  * R_time needs every size the reference finished, finished too, with the reference's outputs;
+    the candidate runs on the reference's clock (killed at 2 * RATIO_LIMIT its time per size), so a
+    program that crashes, stalls or sleeps on large inputs gets nothing and costs ~a second;
+  * a reference in another language (Python for a C++ candidate) decides nothing about constants:
+    the candidate's own growth (log-log slope at its largest sizes) is compared with the optimal class;
+  * outputs compare as LiveCodeBench does (exact decimals: 1e+18 != 10^18 + 1), in linear time, a
+    tolerance only for floats on both sides; any output the judge cannot parse is WA, never a crash;
+  * input generators from a data file run in the sandbox; g++ runs under memory and time limits;
+  * the model complexity judge sees the code without comments or strings, and its class comes from
+    one JSON field of its answer.
+
 Run:
     python code_judge.py --problem data/toy/code_problems.jsonl --id toy_pair_sum_000 --code sol.py --complexity --json
     echo "print(1)" | python code_judge.py --problem P.json --code - --json
@@ -39,6 +54,9 @@ Run:
     python bench/bench_code_judge.py                      # execs/s vs bare, complexity accuracy
 Library (what training calls): code_reward / code_rewards (GRPO code1/code2), reward_components,
 judge / judge_many, run_tests, judge_complexity / cached_complexity, load_problems.
+Problem fields beyond LiveCodeBench's (all optional): input_generator (Python source of
+gen(n, seed) -> str), reference_solution (Python) and reference_solutions ({"cpp": source, ...}),
+optimal_complexity ("O(n log n)", ...).
 
 Not covered: languages other than Python and C++; Python programs run with `-I -S` (no
 site-packages, so no numpy inside solutions); measured complexity of stdin programs includes reading
@@ -376,10 +394,11 @@ def read_message():
 exec(marshal.loads(read_message()))
 '''
 
-# The program that runs inside the sandbox. It reads one spec on stdin (code, test inputs,
-# limits, uid, nonce), drops to the sandbox uid, runs every test and writes one record per test
-# to the saved stdout; never an expected output. Kept dependency-free and short on purpose.
-# os, marshal and read_message come from BOOTSTRAP.
+# The program that runs inside the sandbox. It reads one spec on stdin (code, test count, limits,
+# uid, nonce), drops to the sandbox uid, then per test reads that test's input, says it is ready
+# ("W"), waits for the judge's go byte, runs it and writes one record; never an expected output.
+# Kept dependency-free and short on purpose. os, marshal and read_exact/read_message come from
+# BOOTSTRAP.
 HARNESS = r'''
 import sys, resource, builtins
 import _signal as signal  # the C module: `signal` pulls in enum/functools/collections (~10 ms)
@@ -432,32 +451,32 @@ def canon(v, depth=0):
         return {str.__str__(k) if isinstance(k, str) else json.dumps(canon(k, depth + 1)): canon(v2, depth + 1) for k, v2 in dict.items(v)}
     raise TypeError("unsupported return type " + type(v).__name__)
 EXIT = {0: "ok", 10: "RE", 11: "MLE", 12: "WA"}
-def go():
-    # one byte from the judge per test, in every run: in a timing run it arrives when the judge's
-    # clock starts, otherwise all of them came with the spec. The harness has no "mode" to leak.
+def next_test():
+    # One protocol for every run, so the harness holds nothing a program could tell runs apart by:
+    # the input of the next test only ("LENGTH" in 10 digits + bytes; later ones are still in the
+    # pipe, so a program never sees another test's input), then "W" (ready) and one go byte from
+    # the judge. In a timing run the judge sends the go byte on "W" and times go -> record; in a
+    # test run everything was sent at once with the spec.
+    text = read_exact(int(read_exact(10))).decode()
+    send("W")
     if not os.read(ctl, 1): os._exit(3)
+    return text
 def child(code, text, functional, fd_in, fd_out, fd_ret):
     # Runs in a forked process per test. It gets no channel to the judge: the records are written
-    # by the harness (its parent) only, so a program cannot forge them or the end marker. Nor does
-    # it see the harness's state (frames, gc, `import __main__`): the spec, with every other test's
-    # input, is emptied in this copy first, so the run it is in cannot be told from another.
+    # by the harness (its parent) only, so a program cannot forge them or the end marker.
     os.close(chan); os.close(ctl)
-    func_name = spec["func_name"]
-    spec["inputs"].clear(); spec.clear()
     program_limits()
     os.dup2(fd_in, 0); os.dup2(fd_out, 1)
     sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-    main = sys.modules["__main__"] = type(sys)("__main__")
-    g = main.__dict__
-    g["__builtins__"] = builtins
+    g = {"__name__": "__main__", "__builtins__": builtins}
     rc = 0
     try:
         if functional:
             exec("from typing import *\nfrom collections import *\nimport math, heapq, bisect, itertools, functools, string", g)
             exec(code, g)
             args = [json.loads(line) for line in text.split("\n") if line.strip()]
-            value = canon(getattr(g["Solution"](), func_name)(*args))
+            value = canon(getattr(g["Solution"](), spec["func_name"])(*args))
             os.write(fd_ret, json.dumps(value).encode())
         else:
             exec(code, g)
@@ -477,9 +496,9 @@ def run_python(functional):
         code = compile(spec["code"], "<solution>", "exec")
     except (SyntaxError, ValueError) as e:
         send("C", ("%s: %s" % (type(e).__name__, e)).encode()); return
-    for i, text in enumerate(spec["inputs"]):
+    for i in range(spec["count"]):
+        text = next_test()
         fd_in, fd_out, fd_ret = fresh_files("" if functional else text)
-        go()
         pid = os.fork()
         if pid == 0:
             child(code, text, functional, fd_in, fd_out, fd_ret)
@@ -510,9 +529,8 @@ def run_cpp():
     os.close(err)
     send("K")
     setlim("RLIMIT_AS", lim["as"])
-    for i, text in enumerate(spec["inputs"]):
-        fd_in, fd_out, fd_err = fresh_files(text)
-        go()
+    for i in range(spec["count"]):
+        fd_in, fd_out, fd_err = fresh_files(next_test())
         rc = subprocess.run(["./main"], stdin=fd_in, stdout=fd_out, stderr=fd_err, preexec_fn=program_limits).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
         out, over = take_output(fd_out)
@@ -630,9 +648,15 @@ def shutdown_pool():
 atexit.register(shutdown_pool)
 
 
-def _spawn(backend, limits, spec, lockstep=False, workdir=None):
-    # The harness reads one "go" byte before each test. In lockstep the judge sends them one at a
-    # time (it times the gap); otherwise all of them follow the spec at once. Same protocol either way.
+def _input_message(text):
+    data = text.encode()
+    return b"%010d" % len(data) + data
+
+
+def _spawn(backend, limits, spec, inputs, lockstep=False, workdir=None):
+    # Per test the harness reads that test's input, answers "W" and waits for one go byte. In a
+    # test run all inputs and go bytes follow the spec at once; in lockstep the judge sends input
+    # k+1 after record k and the go byte on "W" (it times go -> record). Same protocol either way.
     proc = _take(backend, limits, workdir)
     # "none" keeps the caller's uid: a random uid could not even read a Python under /root
     uid = None if backend == "none" else UID_BASE + secrets.randbelow(UID_BASE)
@@ -640,25 +664,33 @@ def _spawn(backend, limits, spec, lockstep=False, workdir=None):
         ISSUED_UIDS.add(uid)  # lets a caller (the security tests) find leftovers of its own runs only
     spec = dict(spec, uid=uid, nnp=(backend == "unshare"))
     body = marshal.dumps(spec)
-    payload = str(len(body)).encode() + b"\n" + body + (b"g" if lockstep else b"g" * len(spec["inputs"]))
-    if lockstep or len(payload) < 60000:  # fits the pipe buffer: no thread needed
+    payload = str(len(body)).encode() + b"\n" + body
+    if lockstep:
+        payload += _input_message(inputs[0])
+    else:
+        payload += b"".join(_input_message(text) + b"g" for text in inputs)
+
+    def feed():
         try:
             proc.stdin.write(payload)
             proc.stdin.flush()
-            if not lockstep:  # lockstep: the judge keeps stdin open and writes one byte per test
+            if not lockstep:  # lockstep: the judge keeps stdin open for the next inputs and go bytes
                 proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass
-        return proc
-
-    def feed():  # in a thread: a payload larger than the pipe buffer must not block the reader
-        try:
-            proc.stdin.write(payload)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
-    threading.Thread(target=feed, daemon=True).start()
+    if len(payload) < 60000:  # fits the pipe buffer: no thread needed
+        feed()
+    else:  # in a thread: a payload larger than the pipe buffer must not block the reader
+        threading.Thread(target=feed, daemon=True).start()
     return proc
+
+
+def _write(proc, data):
+    try:
+        proc.stdin.write(data)
+        proc.stdin.flush()
+    except (BrokenPipeError, OSError, ValueError):  # the sandbox is gone (its record says why)
+        pass
 
 
 def _kill(proc, namespaced=True):
@@ -735,7 +767,7 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
     while start < n:
         todo = list(range(start, n))
         test_cpu = int(math.ceil(limits.time_s + limits.startup_s)) + 1  # a backstop: the wall clock kills first
-        spec = {"code": code, "inputs": [inputs[i] for i in todo], "lang": lang, "mode": mode,
+        spec = {"code": code, "count": len(todo), "lang": lang, "mode": mode,
                 "func_name": func_name, "nonce": secrets.token_hex(16),
                 "limits": {"nofile": limits.nofile, "nproc": limits.nproc, "output": limits.output_bytes,
                            "fsize": max(limits.output_bytes, max_input) + (1 << 20),
@@ -745,7 +777,7 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                            "cpu": max(test_cpu, int(math.ceil(limits.time_s * len(todo) + limits.startup_s
                                                               + limits.compile_s)))}}
         workdir = tempfile.mkdtemp(prefix="code_judge_") if backend == "none" else None
-        proc = _spawn(backend, limits, spec, lockstep, workdir)
+        proc = _spawn(backend, limits, spec, [inputs[i] for i in todo], lockstep, workdir)
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, "out")
         sel.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -801,6 +833,11 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                     elif kind == b"K" and waiting_compile:
                         waiting_compile = False
                         last, deadline = now, now + time_limit(todo[pos])
+                    elif kind == b"W" and pos < len(todo):  # test `pos` is ready: its clock starts now
+                        if lockstep:
+                            _write(proc, b"g")
+                        last = time.monotonic()
+                        deadline = last + time_limit(todo[pos])
                     elif kind == b"E":
                         ended = body.decode("ascii", "replace") == spec["nonce"] and pos == len(todo)
                         if not ended:
@@ -817,11 +854,7 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
                         last = time.monotonic()
                         deadline = last + (time_limit(todo[pos]) if pos < len(todo) else limits.time_s)
                         if lockstep and pos < len(todo):
-                            try:
-                                proc.stdin.write(b"g")
-                                proc.stdin.flush()
-                            except (BrokenPipeError, OSError):
-                                pass
+                            _write(proc, _input_message(inputs[todo[pos]]))
                 if failure:
                     break
         _kill(proc, namespaced=backend != "none")

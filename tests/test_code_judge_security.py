@@ -302,7 +302,8 @@ def test_a_program_cannot_tell_a_timing_run_from_a_test_run(backend):
            "f = sys._getframe(1)\nwhile f:\n seen.append(sorted(f.f_globals)); seen.append({k: v for k, v in f.f_locals.items()\n"
            "                                                    if isinstance(v, (bool, str, int, dict, list)) and k not in ('text', 'i', 'pid', 'fd_in', 'fd_out', 'fd_ret')})\n f = f.f_back\n"
            "seen.append([resource.getrlimit(getattr(resource, r)) for r in sorted(dir(resource)) if r.startswith('RLIMIT_')])\n"
-           f"leak = any({other!r} in repr(o)[:100000] for o in gc.get_objects() if isinstance(o, (list, dict, str)))\n"
+           "import re\npat = re.compile('OTH' + 'ER[0-9a-f]{16}')   # the other input, never spelled out here\n"
+           "leak = any(pat.search(repr(o)[:100000]) for o in gc.get_objects())\n"
            "print(leak, repr(seen))")
     limits = cj.Limits(time_s=5.0)
     test_run, _ = cj.run_tests(spy, ["1\n", other], limits=limits, isolation=backend)
@@ -310,7 +311,8 @@ def test_a_program_cannot_tell_a_timing_run_from_a_test_run(backend):
                                  time_limits=[3.0, 3.0])
     assert test_run[0].status == timing_run[0].status == "ok", (test_run[0], timing_run[0])
     assert test_run[0].output.startswith("False "), test_run[0].output[:300]
-    assert test_run[0].output == timing_run[0].output
+    same = [re.sub(r"'nonce': '[0-9a-f]{32}'|'uid': \d+", "RANDOM", r[0].output) for r in (test_run, timing_run)]  # per run
+    assert same[0] == same[1]
 
 
 CPP_PAIR_SUM_QUADRATIC = r'''#include <cstdio>
@@ -425,13 +427,14 @@ def test_the_compiler_runs_under_limits():
     problem = stdin_problem("1")
     bombs = {"dev_zero": "#include </dev/zero>\nint main() {}\n",
              # every level doubles the tokens: 2^40 of them, the preprocessor's billion laughs
-             "macro_bomb": "".join(f"#define A{k} A{k - 1} A{k - 1}\n" for k in range(1, 41)).replace("A0 A0", "x x")
-             + "int main() { int x = 0; A40; }\n"}
+             "macro_bomb": "".join(f"#define A{k} A{k - 1} A{k - 1}\n" for k in range(1, 41)).replace("A0 A0", "1+1")
+             + "int main() { long x = A40; }\n"}
     for name, source in bombs.items():
         t0 = time.monotonic()
         r = cj.judge(problem, source, lang="cpp", limits=limits)
-        assert r["verdicts"] == ["CE"], (name, r)
-        assert time.monotonic() - t0 < 25, name
+        # the memory limit stops it (measured 0.6 s and 2.1 s), long before the 20 s compile clock
+        assert r["verdicts"] == ["CE"] and "memory" in r["details"][0], (name, r)
+        assert time.monotonic() - t0 < 15, name
     assert cj.judge(problem, "#include <bits/stdc++.h>\nint main() { std::cout << 1; }\n", lang="cpp",
                     limits=limits)["verdicts"] == ["AC"]
 
