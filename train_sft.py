@@ -132,23 +132,26 @@ os.makedirs(args.out, exist_ok=True)
 
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path  # noqa: E402
 
-tok_dir = args.tokenizer or (args.init if args.init and os.path.isfile(os.path.join(args.init, "tokenizer.json"))
-                             else str(toy_tokenizer_path()))
-if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
-    if args.tokenizer or args.init or args.config == "3b":
-        sys.exit(f"train_sft: no tokenizer.json in {tok_dir} (pass --tokenizer)")
-    if rank == 0:  # the toy tokenizer is committed; rebuild it (with the corpus) if a checkout lacks it
-        print0(f"train_sft: building the toy corpus and tokenizer (python data_synth.py toy)")
-        import subprocess
-        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_synth.py"),
-                        "toy"], check=True)
-    D.broadcast_object(None)  # wait for rank 0
+# the tokenizer is --tokenizer's, else --init's (a checkpoint without one is an error, not the toy tokenizer), else
+# the toy one
+tok_dir = args.tokenizer or args.init or str(toy_tokenizer_path())
+if args.tokenizer and not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+    sys.exit(f"train_sft: --tokenizer {tok_dir}: no tokenizer.json")
 if args.init:  # a bad --init is one line naming the directory and what is wrong, before any data is read
     try:
         init_config, tokenizer = ckpt.check_hf_checkpoint(args.init, tokenizer_dir=tok_dir)
     except ckpt.CheckpointError as e:
         sys.exit(f"train_sft: --init {e}")
 else:
+    if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+        if args.config == "3b":
+            sys.exit("train_sft: --config 3b needs --init or --tokenizer")
+        if rank == 0:  # the toy tokenizer is committed; rebuild it (with the corpus) if a checkout lacks it
+            print0(f"train_sft: building the toy corpus and tokenizer (python data_synth.py toy)")
+            import subprocess
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_synth.py"),
+                            "toy"], check=True)
+        D.broadcast_object(None)  # wait for rank 0
     tokenizer = Tokenizer.from_pretrained(tok_dir)
 
 if args.data is None:
