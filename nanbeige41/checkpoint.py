@@ -151,7 +151,9 @@ def save_checkpoint(out_dir, step, model, optimizer, tokenizer=None, trainer_sta
         os.rename(tmp, final)
         _fsync_dir(root)
         for old in list_checkpoints(out_dir)[:-keep] if keep > 0 else []:
-            shutil.rmtree(old, ignore_errors=True)
+            # never the one just written: after a resume past a damaged newer checkpoint, that one still sorts last
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
 

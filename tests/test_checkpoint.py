@@ -153,6 +153,17 @@ def test_latest_checkpoint_skips_a_damaged_newest_one_with_a_warning(tmp_path, t
     assert ckpt.latest_checkpoint(str(tmp_path), warn=warnings.append) is None and len(warnings) == 2
 
 
+def test_keep_never_prunes_the_checkpoint_just_written(tmp_path):
+    """keep=1 after a resume past a damaged step 20 (from step 10): saving step 15 must not prune step 15 itself,
+    which sorts before the damaged step 20, or no complete checkpoint would be left."""
+    model, optimizer = _model_and_optimizer()
+    for step in (10, 20):
+        ckpt.save_checkpoint(str(tmp_path), step, model, optimizer, keep=1)
+    _cut(tmp_path / "checkpoints" / "step_00000020" / "model.safetensors")
+    path = ckpt.save_checkpoint(str(tmp_path), 15, model, optimizer, keep=1)
+    assert ckpt.latest_checkpoint(str(tmp_path)) == path
+
+
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory, tokenizer):
     """HF directories: a good one, and one per way of being bad."""
