@@ -77,6 +77,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nanbeige41 import toy_chat
+from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
+from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.data import read_jsonl
 from nanbeige41.model import ModelConfig, Transformer
 from nanbeige41.tokenizer import IM_END, IM_START, THINK, THINK_END, Tokenizer, toy_tokenizer_path
@@ -247,22 +249,37 @@ def save_reward_model(rm, tokenizer, path, extra=None):
     tokenizer.save_pretrained(path)
 
 
-def load_reward_model(path, device="cpu", dtype=None):
-    """A RewardModel in eval mode from a directory save_reward_model wrote. dtype applies to the backbone
-    (e.g. torch.bfloat16 on GPU); the head stays fp32."""
-    from safetensors.torch import load_file
+def check_reward_model(path):
+    """A directory as save_reward_model writes it: backbone and tokenizer pass check_hf_checkpoint, and the head files
+    are there. Returns (head config, tokenizer); raises CheckpointError "PATH: what is wrong"."""
+    _, tokenizer = check_hf_checkpoint(path, tokenizer_dir=path)
     cfg_path = os.path.join(path, HEAD_CONFIG)
     if not os.path.isfile(cfg_path):
-        raise FileNotFoundError(f"{path}: no {HEAD_CONFIG} (not a reward-model checkpoint; train one with "
-                                "`python reward_models.py train --kind point|pair`)")
-    with open(cfg_path) as f:
-        cfg = json.load(f)
+        raise CheckpointError(f"{path}: no {HEAD_CONFIG} (not a reward-model checkpoint; train one with "
+                              "`python reward_models.py train --kind point|pair`)")
+    try:
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        if cfg["kind"] not in ("point", "pair") or not isinstance(cfg["max_len"], int):
+            raise ValueError(f"kind {cfg['kind']!r}, max_len {cfg['max_len']!r}")
+    except (ValueError, TypeError, KeyError) as e:
+        raise CheckpointError(f"{cfg_path}: malformed ({type(e).__name__}: {e})") from None
+    if not os.path.isfile(os.path.join(path, HEAD_WEIGHTS)):
+        raise CheckpointError(f"{path}: no {HEAD_WEIGHTS}")
+    return cfg, tokenizer
+
+
+def load_reward_model(path, device="cpu", dtype=None):
+    """A RewardModel in eval mode from a directory save_reward_model wrote. dtype applies to the backbone
+    (e.g. torch.bfloat16 on GPU); the head stays fp32. A bad directory is a CheckpointError (check_reward_model)."""
+    from safetensors.torch import load_file
+    cfg, _ = check_reward_model(path)
     backbone = Transformer.from_pretrained(path, dtype=dtype, device=device)
     rm = RewardModel(backbone, cfg["kind"], cfg["max_len"])
     head = load_file(os.path.join(path, HEAD_WEIGHTS))
     if tuple(head["weight"].shape) != (1, backbone.config.hidden_size):
-        raise ValueError(f"{path}/{HEAD_WEIGHTS}: head weight {tuple(head['weight'].shape)} does not match "
-                         f"hidden_size {backbone.config.hidden_size}")
+        raise CheckpointError(f"{path}/{HEAD_WEIGHTS}: head weight {tuple(head['weight'].shape)} does not match "
+                              f"hidden_size {backbone.config.hidden_size}")
     rm.head.load_state_dict(head)
     return rm.to(device).eval()
 
@@ -487,16 +504,21 @@ def train(args):
     log = print
     # Model: --init checkpoint, else the toy SFT checkpoint when present, else a fresh backbone of --config
     init = args.init or (TOY_INIT if os.path.isfile(os.path.join(TOY_INIT, "config.json")) else None)
+    tok_path = args.tokenizer or (init if init and os.path.isfile(os.path.join(init, "tokenizer.json")) else toy_tokenizer_path())
     if init:
+        try:  # a bad --init is main's one-line error, before any data is read
+            _, tokenizer = check_hf_checkpoint(init, tokenizer_dir=tok_path)
+        except CheckpointError as e:
+            raise CheckpointError(f"--init {e}") from None
         backbone = Transformer.from_pretrained(init)
         log(f"init: backbone from {init}")
     else:
         backbone = Transformer(ModelConfig.preset(args.config))
         log(f"init: fresh {args.config}-preset backbone (no --init and no {TOY_INIT}; seed {args.seed})")
-    tok_path = args.tokenizer or (init if init and os.path.isfile(os.path.join(init, "tokenizer.json")) else toy_tokenizer_path())
-    tokenizer = Tokenizer.from_pretrained(tok_path)
-    if tokenizer.vocab_size > backbone.config.vocab_size:
-        raise ValueError(f"tokenizer {tok_path} has {tokenizer.vocab_size} tokens, the backbone only {backbone.config.vocab_size}")
+        tokenizer = Tokenizer.from_pretrained(tok_path)
+        if tokenizer.vocab_size > backbone.config.vocab_size:
+            raise ValueError(f"tokenizer {tok_path} has {tokenizer.vocab_size} tokens, the backbone only "
+                             f"{backbone.config.vocab_size}")
     backbone.gradient_checkpointing = args.grad_checkpointing
     rm = RewardModel(backbone, args.kind, args.max_len).to(device)
 
@@ -573,11 +595,14 @@ def train(args):
 # Scoring
 
 def score(args):
+    try:
+        cfg, tokenizer = check_reward_model(args.ckpt)
+        if cfg["kind"] != args.kind:
+            raise CheckpointError(f"{args.ckpt}: holds a {cfg['kind']}-wise reward model, not --kind {args.kind}")
+    except CheckpointError as e:  # main's one-line error
+        raise CheckpointError(f"--ckpt {e}") from None
     rm = load_reward_model(args.ckpt, device=args.device,
                            dtype=torch.bfloat16 if args.dtype == "bfloat16" else None)
-    if rm.kind != args.kind:
-        raise ValueError(f"{args.ckpt} holds a {rm.kind}-wise reward model, not --kind {args.kind}")
-    tokenizer = Tokenizer.from_pretrained(args.ckpt)
     records = read_records(args.data or TOY_DATA[args.kind])
     prompts, a, b = [], [], []
     for r in records:  # response [+ reference] / response_a, response_b / chosen, rejected / strong, weak
@@ -620,8 +645,8 @@ def main(argv=None):
     t.add_argument("--kind", choices=["point", "pair"], required=True)
     # Data
     t.add_argument("--data", default=None, help=f"JSONL; default {TOY_DATA}")
-    t.add_argument("--max-len", type=int, default=1024, help="longer pairs are skipped (and counted)")
-    t.add_argument("--eval-frac", type=float, default=0.1)
+    t.add_argument("--max-len", type=positive_int, default=1024, help="longer pairs are skipped (and counted)")
+    t.add_argument("--eval-frac", type=positive_float, default=0.1)
     t.add_argument("--strict", action="store_true", help="fail on any bad record instead of skipping it")
     t.add_argument("--judge", default="rules", help="checklist judge for strong/weak records: rules | URL | CKPT")
     t.add_argument("--judge-model", default=None, help="model name for an endpoint judge")
@@ -631,36 +656,39 @@ def main(argv=None):
     t.add_argument("--tokenizer", default=None, help="default: the --init checkpoint's, else data/toy/tokenizer")
     t.add_argument("--out", default=None, help=f"default {TOY_OUT}")
     # Optimisation
-    t.add_argument("--max-steps", type=int, default=None, help=f"default {TOY_STEPS} (the pair task is harder)")
-    t.add_argument("--batch-size", type=int, default=16, help="pairs per step (2x rows)")
-    t.add_argument("--rows-per-forward", type=int, default=8, help="rows of similar length per forward pass")
-    t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument("--warmup", type=int, default=10)
-    t.add_argument("--weight-decay", type=float, default=0.0)
-    t.add_argument("--grad-clip", type=float, default=1.0)
-    t.add_argument("--margin", type=float, default=0.0, help="point: Bradley-Terry margin, added to any per-record margin")
-    t.add_argument("--swap-weight", type=float, default=1.0, help="pair: weight of the swap-consistency MSE (0 = off)")
+    t.add_argument("--max-steps", type=positive_int, default=None, help=f"default {TOY_STEPS} (the pair task is harder)")
+    t.add_argument("--batch-size", type=positive_int, default=16, help="pairs per step (2x rows)")
+    t.add_argument("--rows-per-forward", type=positive_int, default=8, help="rows of similar length per forward pass")
+    t.add_argument("--lr", type=positive_float, default=1e-3)
+    t.add_argument("--warmup", type=non_negative_int, default=10)
+    t.add_argument("--weight-decay", type=non_negative_float, default=0.0)
+    t.add_argument("--grad-clip", type=positive_float, default=1.0)
+    t.add_argument("--margin", type=finite_float, default=0.0, help="point: Bradley-Terry margin, added to any per-record margin")
+    t.add_argument("--swap-weight", type=non_negative_float, default=1.0, help="pair: weight of the swap-consistency MSE (0 = off)")
     t.add_argument("--grad-checkpointing", action="store_true")
     t.add_argument("--device", default="cpu")
     t.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="bfloat16: autocast")
     t.add_argument("--seed", type=int, default=0)
     # Logging
-    t.add_argument("--log-every", type=int, default=10)
-    t.add_argument("--eval-every", type=int, default=20)
+    t.add_argument("--log-every", type=positive_int, default=10)
+    t.add_argument("--eval-every", type=positive_int, default=20)
     s = sub.add_parser("score", help="score samples with a trained reward model")
     s.add_argument("--kind", choices=["point", "pair"], required=True)
     s.add_argument("--ckpt", default=None, help=f"default {TOY_OUT}")
     s.add_argument("--data", default=None, help="JSONL of {prompt, response[, reference] | response_a, response_b | chosen, rejected}")
-    s.add_argument("--batch-size", type=int, default=16)
+    s.add_argument("--batch-size", type=positive_int, default=16)
     s.add_argument("--device", default="cpu")
     s.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = p.parse_args(argv)
-    if args.command == "train":
-        args.out = args.out or TOY_OUT[args.kind]
-        args.max_steps = args.max_steps or TOY_STEPS[args.kind]
-        return train(args)
-    args.ckpt = args.ckpt or TOY_OUT[args.kind]
-    return score(args)
+    try:  # a bad --init / --ckpt / --judge directory: one line naming it and what is wrong, no traceback
+        if args.command == "train":
+            args.out = args.out or TOY_OUT[args.kind]
+            args.max_steps = args.max_steps or TOY_STEPS[args.kind]
+            return train(args)
+        args.ckpt = args.ckpt or TOY_OUT[args.kind]
+        return score(args)
+    except CheckpointError as e:
+        raise SystemExit(f"reward_models: {e}") from None
 
 
 if __name__ == "__main__":

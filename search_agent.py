@@ -1132,6 +1132,8 @@ def print_record(rec):
 
 def main(argv=None):
     import argparse
+
+    from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
     p = argparse.ArgumentParser(description="Run the deep-search agent on one question and print the trajectory.")
     p.add_argument("--question", required=True, help="question text, or a toy question id such as toy-0003")
     # Policy
@@ -1140,8 +1142,8 @@ def main(argv=None):
     p.add_argument("--model", default="default", help="model name sent to --endpoint")
     p.add_argument("--scripted", action="store_true", help="the scripted expert (toy questions only)")
     p.add_argument("--tokenizer", help="tokenizer directory (default: the checkpoint's, else the toy one)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--temperature", type=non_negative_float, default=0.0)
+    p.add_argument("--top-p", type=positive_float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     # Tools
     p.add_argument("--backend", choices=["local", "web"], default="local")
@@ -1149,13 +1151,13 @@ def main(argv=None):
     p.add_argument("--no-python", action="store_true", help="do not offer the python tool")
     # Context policy
     defaults = AgentConfig()
-    p.add_argument("--max-turns", type=int, default=defaults.max_turns)
-    p.add_argument("--max-context-tokens", type=int, default=defaults.max_context_tokens)
-    p.add_argument("--max-new-tokens", type=int, default=defaults.max_new_tokens)
-    p.add_argument("--keep-last-k", type=int, default=defaults.keep_last_k)
-    p.add_argument("--rewrite-slack", type=int, default=defaults.rewrite_slack)
-    p.add_argument("--obs-max-chars", type=int, default=defaults.obs_max_chars)
-    p.add_argument("--wall-clock", type=float, default=0.0, help="seconds; 0 = no limit")
+    p.add_argument("--max-turns", type=positive_int, default=defaults.max_turns)
+    p.add_argument("--max-context-tokens", type=positive_int, default=defaults.max_context_tokens)
+    p.add_argument("--max-new-tokens", type=positive_int, default=defaults.max_new_tokens)
+    p.add_argument("--keep-last-k", type=non_negative_int, default=defaults.keep_last_k)
+    p.add_argument("--rewrite-slack", type=non_negative_int, default=defaults.rewrite_slack)
+    p.add_argument("--obs-max-chars", type=positive_int, default=defaults.obs_max_chars)
+    p.add_argument("--wall-clock", type=non_negative_float, default=0.0, help="seconds; 0 = no limit")
     # Judging and output
     p.add_argument("--critic", choices=["rule", "llm"], default="rule", help="llm: judged by --endpoint")
     p.add_argument("--score", choices=["gaia", "em", "f1", "llm"], default="gaia")
@@ -1176,7 +1178,14 @@ def main(argv=None):
         print(f"search_agent: using the toy checkpoint {ckpt}")
     tok_dir = args.tokenizer or (ckpt if ckpt and os.path.isfile(os.path.join(ckpt, "tokenizer.json"))
                                  else toy_tokenizer_path())
-    tokenizer = Tokenizer.from_pretrained(tok_dir)
+    if ckpt and not args.scripted:  # a bad --ckpt is one line naming the directory and what is wrong
+        from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
+        try:
+            _, tokenizer = check_hf_checkpoint(ckpt, tokenizer_dir=tok_dir)
+        except CheckpointError as e:
+            raise SystemExit(f"search_agent: --ckpt {e}") from None
+    else:
+        tokenizer = Tokenizer.from_pretrained(tok_dir)
     if args.scripted:
         if "path" not in row:
             p.error("--scripted follows a toy question's gold path: pass a question of data/toy/search_questions.jsonl")

@@ -57,7 +57,9 @@ from dataclasses import dataclass, field
 import torch
 
 from nanbeige41 import rl_envs
-from nanbeige41.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, save_hf
+from nanbeige41.checkpoint import (CheckpointError, check_hf_checkpoint, latest_checkpoint, load_checkpoint,
+                                   save_checkpoint, save_hf)
+from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.distributed import all_reduce_max, all_reduce_sum, cleanup, is_sharded, parallelize, print0, setup
 from nanbeige41.generate import generate
 from nanbeige41.losses import token_logprobs
@@ -407,59 +409,61 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cpu | cuda (default: cuda when available)")
     # Rollouts
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--group-size", type=int, default=8, help="G rollouts per prompt (paper: 8)")
-    p.add_argument("--prompts-per-step", type=int, default=None, help="prompts per optimizer step, all ranks together")
-    p.add_argument("--max-new-tokens", type=int, default=None)
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature (toy code stages: 0.7)")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--rollout-batch", type=int, default=64, help="sequences per generate() call")
-    p.add_argument("--max-seq-len", type=int, default=None, help="prompt + response limit (default: the model's)")
-    p.add_argument("--max-resample-rounds", type=int, default=2, help="dynamic sampling: refills per step")
+    p.add_argument("--max-steps", type=non_negative_int, default=None)
+    p.add_argument("--group-size", type=positive_int, default=8, help="G rollouts per prompt (paper: 8)")
+    p.add_argument("--prompts-per-step", type=positive_int, default=None, help="prompts per optimizer step, all ranks together")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None)
+    p.add_argument("--temperature", type=positive_float, default=None, help="sampling temperature (toy code stages: 0.7)")
+    p.add_argument("--top-p", type=positive_float, default=1.0)
+    p.add_argument("--top-k", type=non_negative_int, default=0)
+    p.add_argument("--rollout-batch", type=positive_int, default=64, help="sequences per generate() call")
+    p.add_argument("--max-seq-len", type=positive_int, default=None, help="prompt + response limit (default: the model's)")
+    p.add_argument("--max-resample-rounds", type=non_negative_int, default=2, help="dynamic sampling: refills per step")
     p.add_argument("--no-dynamic-sampling", action="store_true", help="keep zero-variance groups")
     # Objective
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--warmup-steps", type=int, default=2)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--grad-clip", type=float, default=1.0)
-    p.add_argument("--kl-coef", type=float, default=0.0, help="beta of the k3 KL to the initial policy (0: no reference model)")
-    p.add_argument("--clip-low", type=float, default=0.2)
-    p.add_argument("--clip-high", type=float, default=0.28, help="> clip-low: DAPO clip-higher")
+    p.add_argument("--lr", type=positive_float, default=None)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=2)
+    p.add_argument("--weight-decay", type=non_negative_float, default=0.0)
+    p.add_argument("--grad-clip", type=positive_float, default=1.0)
+    p.add_argument("--kl-coef", type=non_negative_float, default=0.0, help="beta of the k3 KL to the initial policy (0: no reference model)")
+    p.add_argument("--clip-low", type=non_negative_float, default=0.2)
+    p.add_argument("--clip-high", type=non_negative_float, default=0.28, help="> clip-low: DAPO clip-higher")
     p.add_argument("--loss-agg", default="token-mean", choices=["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
     p.add_argument("--no-std", action="store_true", help="advantage r - mean without dividing by the std (Dr. GRPO)")
-    p.add_argument("--epochs", type=int, default=1, help="passes over each batch of rollouts")
-    p.add_argument("--minibatches", type=int, default=2, help="optimizer steps per pass")
+    p.add_argument("--epochs", type=positive_int, default=1, help="passes over each batch of rollouts")
+    p.add_argument("--minibatches", type=positive_int, default=2, help="optimizer steps per pass")
     p.add_argument("--overlong", default="penalty", choices=["none", "penalty", "mask"])
-    p.add_argument("--overlong-penalty", type=float, default=0.5)
+    p.add_argument("--overlong-penalty", type=finite_float, default=0.5)
     # Code stages (2.3)
-    p.add_argument("--w-format", type=float, default=0.1)
-    p.add_argument("--w-correctness", type=float, default=1.0)
-    p.add_argument("--w-time", type=float, default=0.5)
-    p.add_argument("--judge-workers", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--test-time-s", type=float, default=2.0, help="wall clock per test case in the sandbox")
+    p.add_argument("--w-format", type=finite_float, default=0.1)
+    p.add_argument("--w-correctness", type=finite_float, default=1.0)
+    p.add_argument("--w-time", type=finite_float, default=0.5)
+    p.add_argument("--judge-workers", type=positive_int, default=os.cpu_count() or 1)
+    p.add_argument("--test-time-s", type=positive_float, default=2.0, help="wall clock per test case in the sandbox")
     p.add_argument("--no-difficulty-filter", action="store_true")
-    p.add_argument("--filter-n", type=int, default=8)
-    p.add_argument("--filter-lo", type=int, default=1)
-    p.add_argument("--filter-hi", type=int, default=5)
-    p.add_argument("--filter-max-items", type=int, default=None, help="0: all training items (toy code stages: 96)")
+    p.add_argument("--filter-n", type=positive_int, default=8)
+    p.add_argument("--filter-lo", type=non_negative_int, default=1)
+    p.add_argument("--filter-hi", type=non_negative_int, default=5)
+    p.add_argument("--filter-max-items", type=non_negative_int, default=None, help="0: all training items (toy code stages: 96)")
     # Agent stage (2.2)
-    p.add_argument("--agent-max-turns", type=int, default=8)
-    p.add_argument("--agent-context", type=int, default=2048)
+    p.add_argument("--agent-max-turns", type=positive_int, default=8)
+    p.add_argument("--agent-context", type=positive_int, default=2048)
     p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask"])
-    p.add_argument("--turn-penalty", type=float, default=0.5)
+    p.add_argument("--turn-penalty", type=finite_float, default=0.5)
     # Memory
-    p.add_argument("--micro-batch-tokens", type=int, default=1024,
+    p.add_argument("--micro-batch-tokens", type=positive_int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "
                         "on CPU 1024 and 4096 measured the same speed)")
-    p.add_argument("--chunk-size", type=int, default=1024, help="rows per chunk of the output projection")
+    p.add_argument("--chunk-size", type=positive_int, default=1024, help="rows per chunk of the output projection")
     p.add_argument("--grad-checkpointing", action="store_true")
     # Logging and checkpoints
-    p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--eval-items", type=int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
-    p.add_argument("--save-every", type=int, default=10)
-    p.add_argument("--keep", type=int, default=2)
+    p.add_argument("--eval-every", type=non_negative_int, default=5)
+    p.add_argument("--eval-items", type=positive_int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
+    p.add_argument("--save-every", type=positive_int, default=10)
+    p.add_argument("--keep", type=non_negative_int, default=2)
     args = p.parse_args(argv)
+    if args.group_size < 2:  # one rollout has no group to be compared with: its advantage is 0 (or 0/0 with the std)
+        p.error(f"argument --group-size: expected an integer >= 2, got {args.group_size}")
     steps, prompts, new_tokens, lr, temperature, filter_items = TOY_STAGE_DEFAULTS[args.stage]
     if args.config != "toy":  # the real run: the paper's sampling, every item through the filter
         temperature, filter_items = 1.0, 0
@@ -483,6 +487,16 @@ def main(argv=None):
         if args.config != "toy":
             raise SystemExit(f"--init is required with --config {args.config} (the previous stage's HF checkpoint)")
         args.init = ensure_toy_init(args.stage, print0, world)
+    # bad checkpoints are one line naming the directory and what is wrong, on every rank, before anything is built
+    flag = "--init"
+    try:
+        check_hf_checkpoint(args.init, tokenizer_dir=args.init)
+        if args.reward_model and args.stage in ("point", "pair"):
+            import reward_models
+            flag = "--reward-model"
+            reward_models.check_reward_model(args.reward_model)
+    except CheckpointError as e:
+        raise SystemExit(f"train_grpo: {flag} {e}") from None
     run(args, world)
     cleanup()
 
@@ -515,7 +529,8 @@ def run(args, world, env=None):
 
     # resume, or filter the item pool (code stages) and start at step 0
     state = {}
-    ckpt = latest_checkpoint(args.out) if args.resume else None
+    # a newer checkpoint that is damaged (truncated, files missing) is skipped with a warning naming it
+    ckpt = latest_checkpoint(args.out, warn=lambda line: log(line, file=sys.stderr)) if args.resume else None
     if ckpt:
         state = load_checkpoint(ckpt, model, optimizer)
         log(f"resumed from {ckpt} (step {state['step']})")

@@ -42,6 +42,7 @@ import torch
 from nanbeige41 import checkpoint as ckpt
 from nanbeige41 import data as sftdata
 from nanbeige41 import distributed as D
+from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.losses import chunked_cross_entropy
 from nanbeige41.model import ModelConfig, Transformer
 
@@ -77,11 +78,11 @@ p = argparse.ArgumentParser(description="Packed SFT (paper 2.1.1)", formatter_cl
 p.add_argument("--config", default="toy", choices=sorted(STAGES), help="model preset (ignored for the model when --init)")
 p.add_argument("--init", default=None, help="HF-format checkpoint directory to start from")
 p.add_argument("--tokenizer", default=None, help="tokenizer directory (default: --init's, else the toy tokenizer)")
-p.add_argument("--hidden-size", type=int, default=None, help="override the preset (fresh init only)")
-p.add_argument("--intermediate-size", type=int, default=None)
-p.add_argument("--num-layers", type=int, default=None)
-p.add_argument("--num-heads", type=int, default=None)
-p.add_argument("--num-kv-heads", type=int, default=None)
+p.add_argument("--hidden-size", type=positive_int, default=None, help="override the preset (fresh init only)")
+p.add_argument("--intermediate-size", type=positive_int, default=None)
+p.add_argument("--num-layers", type=positive_int, default=None)
+p.add_argument("--num-heads", type=positive_int, default=None)
+p.add_argument("--num-kv-heads", type=positive_int, default=None)
 p.add_argument("--activation-checkpointing", action="store_true", help="recompute each block in backward")
 # Data
 p.add_argument("--data", nargs="+", default=None,
@@ -89,31 +90,31 @@ p.add_argument("--data", nargs="+", default=None,
 p.add_argument("--eval-data", nargs="*", default=None, help="held-out JSONL (default: the toy eval.jsonl)")
 p.add_argument("--mixture", default=None, help="domain=weight,... for every stage (default: the stage's own)")
 p.add_argument("--mixture-unit", default="tokens", choices=["tokens", "docs"], help="what the mixture ratios count")
-p.add_argument("--seq-len", type=int, default=None, help="one stage of this length instead of the curriculum")
+p.add_argument("--seq-len", type=positive_int, default=None, help="one stage of this length instead of the curriculum")
 p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"], help="documents longer than seq_len")
-p.add_argument("--pack-pool-rows", type=int, default=64, help="rows packed together by best-fit-decreasing")
+p.add_argument("--pack-pool-rows", type=positive_int, default=64, help="rows packed together by best-fit-decreasing")
 p.add_argument("--strict", action="store_true", help="a bad conversation is an error instead of skipped")
 # Optimisation
-p.add_argument("--max-steps", type=int, default=None)
-p.add_argument("--batch-tokens", type=int, default=None, help="global tokens per optimizer step")
-p.add_argument("--micro-tokens", type=int, default=None, help="tokens per rank per micro-step (default: no accumulation)")
-p.add_argument("--lr", type=float, default=None)
-p.add_argument("--min-lr-ratio", type=float, default=0.1, help="cosine decays to lr * this")
-p.add_argument("--warmup-steps", type=int, default=None)
-p.add_argument("--weight-decay", type=float, default=0.1)
-p.add_argument("--beta1", type=float, default=0.9)
-p.add_argument("--beta2", type=float, default=0.95)
-p.add_argument("--grad-clip", type=float, default=1.0)
-p.add_argument("--loss-chunk", type=int, default=1024, help="tokens per chunk of the output projection")
-p.add_argument("--max-bad-steps", type=int, default=5, help="abort after this many consecutive NaN/inf steps")
+p.add_argument("--max-steps", type=positive_int, default=None)
+p.add_argument("--batch-tokens", type=positive_int, default=None, help="global tokens per optimizer step")
+p.add_argument("--micro-tokens", type=positive_int, default=None, help="tokens per rank per micro-step (default: no accumulation)")
+p.add_argument("--lr", type=positive_float, default=None)
+p.add_argument("--min-lr-ratio", type=non_negative_float, default=0.1, help="cosine decays to lr * this")
+p.add_argument("--warmup-steps", type=non_negative_int, default=None)
+p.add_argument("--weight-decay", type=non_negative_float, default=0.1)
+p.add_argument("--beta1", type=non_negative_float, default=0.9)
+p.add_argument("--beta2", type=non_negative_float, default=0.95)
+p.add_argument("--grad-clip", type=positive_float, default=1.0)
+p.add_argument("--loss-chunk", type=positive_int, default=1024, help="tokens per chunk of the output projection")
+p.add_argument("--max-bad-steps", type=positive_int, default=5, help="abort after this many consecutive NaN/inf steps")
 p.add_argument("--seed", type=int, default=0)
 p.add_argument("--device", default=None, choices=["cpu", "cuda"], help="default: cuda when available")
 # Logging and checkpoints
 p.add_argument("--out", required=True, help="run directory")
 p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --out")
-p.add_argument("--save-every", type=int, default=None)
-p.add_argument("--keep-checkpoints", type=int, default=2)
-p.add_argument("--eval-every", type=int, default=None)
+p.add_argument("--save-every", type=positive_int, default=None)
+p.add_argument("--keep-checkpoints", type=non_negative_int, default=2)
+p.add_argument("--eval-every", type=non_negative_int, default=None)
 p.add_argument("--quiet", action="store_true", help="no per-step progress line (metrics.jsonl is still written)")
 args = p.parse_args()
 for k, v in DEFAULTS[args.config].items():
@@ -131,18 +132,27 @@ os.makedirs(args.out, exist_ok=True)
 
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path  # noqa: E402
 
-tok_dir = args.tokenizer or (args.init if args.init and os.path.isfile(os.path.join(args.init, "tokenizer.json"))
-                             else str(toy_tokenizer_path()))
-if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
-    if args.tokenizer or args.init or args.config == "3b":
-        sys.exit(f"train_sft: no tokenizer.json in {tok_dir} (pass --tokenizer)")
-    if rank == 0:  # the toy tokenizer is committed; rebuild it (with the corpus) if a checkout lacks it
-        print0(f"train_sft: building the toy corpus and tokenizer (python data_synth.py toy)")
-        import subprocess
-        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_synth.py"),
-                        "toy"], check=True)
-    D.broadcast_object(None)  # wait for rank 0
-tokenizer = Tokenizer.from_pretrained(tok_dir)
+# the tokenizer is --tokenizer's, else --init's (a checkpoint without one is an error, not the toy tokenizer), else
+# the toy one
+tok_dir = args.tokenizer or args.init or str(toy_tokenizer_path())
+if args.tokenizer and not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+    sys.exit(f"train_sft: --tokenizer {tok_dir}: no tokenizer.json")
+if args.init:  # a bad --init is one line naming the directory and what is wrong, before any data is read
+    try:
+        init_config, tokenizer = ckpt.check_hf_checkpoint(args.init, tokenizer_dir=tok_dir)
+    except ckpt.CheckpointError as e:
+        sys.exit(f"train_sft: --init {e}")
+else:
+    if not os.path.isfile(os.path.join(tok_dir, "tokenizer.json")):
+        if args.config == "3b":
+            sys.exit("train_sft: --config 3b needs --init or --tokenizer")
+        if rank == 0:  # the toy tokenizer is committed; rebuild it (with the corpus) if a checkout lacks it
+            print0(f"train_sft: building the toy corpus and tokenizer (python data_synth.py toy)")
+            import subprocess
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_synth.py"),
+                            "toy"], check=True)
+        D.broadcast_object(None)  # wait for rank 0
+    tokenizer = Tokenizer.from_pretrained(tok_dir)
 
 if args.data is None:
     if args.config == "3b":
@@ -229,8 +239,7 @@ def lr_at(step):
 # model: built on the meta device, sharded, then materialised and loaded from rank 0's full state dict
 
 if args.init:
-    with open(os.path.join(args.init, "config.json")) as f:
-        config = ModelConfig.from_hf_dict(json.load(f), source=args.init)
+    config = init_config
 else:
     overrides = dict(hidden_size=args.hidden_size, intermediate_size=args.intermediate_size,
                      num_hidden_layers=args.num_layers, num_attention_heads=args.num_heads,
@@ -272,7 +281,8 @@ optimizer = torch.optim.AdamW([dict(params=decay, weight_decay=args.weight_decay
 step, tokens_seen, stream, stream_index = 0, 0, None, -1
 metrics_path = os.path.join(args.out, "metrics.jsonl")
 if args.resume:
-    path = ckpt.latest_checkpoint(args.out)
+    # a newer checkpoint that is damaged (truncated, files missing) is skipped with a warning naming it
+    path = ckpt.latest_checkpoint(args.out, warn=lambda line: print0(line, file=sys.stderr))
     if path is None:
         print0(f"resume: no complete checkpoint in {args.out}; starting from scratch")
     else:

@@ -11,7 +11,13 @@ Layout of one checkpoint, `OUT/checkpoints/step_00000120/`:
 Atomicity: everything is written into `OUT/checkpoints/.tmp-step_00000120/`, each file fsync'ed, and only then is the
 directory renamed to `step_00000120` (a rename within one directory is atomic on POSIX). A crash at any moment leaves
 either the previous complete checkpoints or a `.tmp-*` directory that `latest_checkpoint` ignores and the next save of
-that step replaces. After a save, only the newest `keep` checkpoints are kept.
+that step replaces. After a save, only the newest `keep` checkpoints are kept. A step directory damaged after the fact
+(a truncated copy, a file deleted by hand) is caught by `checkpoint_problem`, and `latest_checkpoint` falls back past
+it to the newest complete one, with a warning naming it.
+
+Bad model directories: `read_pretrained` checks an HF directory from config.json and the safetensors headers alone,
+and `check_hf_checkpoint` adds the tokenizer's fit; both raise CheckpointError("PATH: what is wrong"), which every
+command-line script prints as its one-line error.
 
 Sharded (FSDP2) models: the weights and the optimizer state are gathered to rank 0 through
 `torch.distributed.checkpoint.state_dict` (full_state_dict=True, cpu_offload=True) and loaded back by broadcasting from
@@ -25,12 +31,14 @@ import json
 import os
 import random
 import shutil
+import zipfile
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
 from nanbeige41.distributed import full_state_dict, is_sharded, load_full_state_dict
+from nanbeige41.model import ModelConfig, Transformer
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -63,7 +71,6 @@ def _fsync_dir(path):
 
 def _hf_model(config, state):
     """A Transformer holding `state` without copying it (meta build + assign), for save_pretrained."""
-    from nanbeige41.model import Transformer
     with torch.device("meta"):
         module = Transformer(config)
     module.load_state_dict(state, strict=True, assign=True)
@@ -144,32 +151,179 @@ def save_checkpoint(out_dir, step, model, optimizer, tokenizer=None, trainer_sta
         os.rename(tmp, final)
         _fsync_dir(root)
         for old in list_checkpoints(out_dir)[:-keep] if keep > 0 else []:
-            shutil.rmtree(old, ignore_errors=True)
+            # never the one just written: after a resume past a damaged newer checkpoint, that one still sorts last
+            if old != final:
+                shutil.rmtree(old, ignore_errors=True)
     _barrier()
     return final
 
 
-def list_checkpoints(out_dir):
-    """Complete checkpoints under OUT/checkpoints, oldest first (temporary `.tmp-*` directories are not listed)."""
+# -----------------------------------------------------------------------------
+# Checking model directories before anything is built from them
+
+class CheckpointError(ValueError):
+    """A model directory that cannot be used. The message is "PATH: what is wrong", short enough for the command-line
+    scripts to print as their one-line error."""
+
+
+def read_pretrained(path):
+    """Check an HF Llama-layout checkpoint directory from config.json and the safetensors headers alone (no tensor
+    data is read, so it is cheap at 3B): returns (config, {file: [tensor names to load]}); Transformer.from_pretrained
+    loads what it returns. Raises CheckpointError for a missing directory, a missing or malformed config.json, an
+    architecture other than the Llama layout, missing weight files, a truncated or corrupt safetensors file (its
+    header no longer covers the file), and a missing, unexpected or mis-shaped tensor."""
+    from safetensors import SafetensorError, safe_open
+    if not os.path.isdir(path):
+        raise CheckpointError(f"{path}: " + ("not a directory" if os.path.exists(path) else "no such directory"))
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.isfile(cfg_path):
+        raise CheckpointError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
+    try:
+        with open(cfg_path) as f:
+            d = json.load(f)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: a truncated or foreign file
+        raise CheckpointError(f"{cfg_path}: malformed JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{cfg_path}: expected a JSON object, got {type(d).__name__}")
+    try:
+        config = ModelConfig.from_hf_dict(d, source=cfg_path)
+    except (ValueError, TypeError) as e:  # not the Llama layout (the message names cfg_path), impossible sizes
+        msg = str(e)
+        raise CheckpointError(msg if msg.startswith(str(cfg_path)) else f"{cfg_path}: {msg}") from None
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                files = sorted(set(json.load(f)["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index}: malformed index ({type(e).__name__}: {e})") from None
+    elif os.path.isfile(os.path.join(path, "model.safetensors")):
+        files = ["model.safetensors"]
+    else:
+        raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
+    if config.tie_word_embeddings:
+        expected.pop("lm_head.weight")
+    tensors_by_file, found = {}, set()
+    for fname in files:
+        fpath = os.path.join(path, fname)
+        try:  # safe_open checks that the header's offsets cover the file: a truncated copy fails here
+            with safe_open(fpath, framework="pt") as f:
+                shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{fpath}: unreadable safetensors file ({e})") from None
+        names = []
+        for name, shape in shapes.items():
+            if name not in expected:
+                if name.endswith("rotary_emb.inv_freq"):  # old HF checkpoints store it; we recompute
+                    continue
+                raise CheckpointError(f"{fpath}: unexpected tensor {name!r} (not a Llama-layout weight)")
+            if shape != expected[name]:
+                raise CheckpointError(f"{fpath}: tensor {name!r} has shape {shape}, config.json implies "
+                                      f"{expected[name]}")
+            names.append(name)
+        tensors_by_file[fname] = names
+        found.update(names)
+    missing = sorted(set(expected) - found)
+    if missing:
+        raise CheckpointError(f"{path}: checkpoint is missing {len(missing)} tensor(s), e.g. {missing[:3]}")
+    return config, tensors_by_file
+
+
+def check_hf_checkpoint(path, tokenizer_dir=None):
+    """Check a model directory before a script builds anything from it: read_pretrained (config.json and the
+    safetensors headers, cheap at 3B), then load the tokenizer of `tokenizer_dir`, if given, and check that its ids
+    fit the embedding. Returns (config, tokenizer or None). Raises CheckpointError "PATH: what is wrong". Every rank
+    of a torchrun job can call it, so a bad path fails on all of them before the first collective instead of
+    hanging the others."""
+    from nanbeige41.tokenizer import Tokenizer
+    config, _ = read_pretrained(path)
+    if tokenizer_dir is None:
+        return config, None
+    tokenizer_file = os.path.join(tokenizer_dir, "tokenizer.json")
+    if not os.path.isfile(tokenizer_file):
+        raise CheckpointError(f"{tokenizer_dir}: no tokenizer.json")
+    try:
+        tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
+    except Exception as e:  # noqa: BLE001 — the tokenizers library raises a bare Exception for a corrupt file
+        raise CheckpointError(f"{tokenizer_file}: unreadable ({e})") from None
+    # Ids past the embedding would index out of range. The other way round is normal: the release pads its
+    # embedding to 166144 rows, past its tokenizer's last id 166106.
+    if len(tokenizer) > config.vocab_size:
+        raise CheckpointError(f"{path}: config.json vocab_size {config.vocab_size} is smaller than the "
+                              f"{len(tokenizer)} tokens of {tokenizer_file} (ids >= {config.vocab_size} have no "
+                              "embedding row)")
+    return config, tokenizer
+
+
+# -----------------------------------------------------------------------------
+# Finding the checkpoint to resume from
+
+def _step_dirs(out_dir):
+    """Every OUT/checkpoints/step_* directory, complete or not, oldest first."""
     root = os.path.join(out_dir, CHECKPOINT_DIR)
     if not os.path.isdir(root):
         return []
-    names = [n for n in os.listdir(root) if n.startswith("step_")
-             and os.path.isfile(os.path.join(root, n, "trainer_state.json"))]
-    return [os.path.join(root, n) for n in sorted(names, key=lambda n: int(n.split("_")[1]))]
+    names = [n for n in os.listdir(root) if n.startswith("step_") and n[5:].isdigit()]
+    return [os.path.join(root, n) for n in sorted(names, key=lambda n: int(n[5:]))]
 
 
-def latest_checkpoint(out_dir):
-    """Path of the newest complete checkpoint of a run directory, or None."""
-    ckpts = list_checkpoints(out_dir)
-    return ckpts[-1] if ckpts else None
+def list_checkpoints(out_dir):
+    """Checkpoints under OUT/checkpoints that have their trainer_state.json, oldest first (temporary `.tmp-*`
+    directories are not listed). What `keep` prunes; `latest_checkpoint` also checks the other files."""
+    return [p for p in _step_dirs(out_dir) if os.path.isfile(os.path.join(p, "trainer_state.json"))]
+
+
+def checkpoint_problem(path):
+    """What makes a checkpoint written by save_checkpoint unusable for a resume ("PATH...: what is wrong"), or None
+    when it is complete. Cheap: trainer_state.json, the safetensors headers and the zip directories of the .pt files;
+    no tensor is read."""
+    try:
+        with open(os.path.join(path, "trainer_state.json")) as f:
+            state = json.load(f)
+    except FileNotFoundError:
+        return f"{path}: no trainer_state.json"
+    except (OSError, ValueError) as e:
+        return f"{path}/trainer_state.json: unreadable ({e})"
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        return f"{path}/trainer_state.json: no integer 'step'"
+    try:
+        read_pretrained(path)
+    except CheckpointError as e:
+        return str(e)
+    for name in ("optimizer.pt", "rng_rank0.pt"):
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            return f"{path}: no {name}"
+        # torch.save writes a zip archive whose central directory comes last, so a truncated file has none
+        if not zipfile.is_zipfile(file):
+            return f"{file}: truncated or not a torch.save file"
+    return None
+
+
+def latest_checkpoint(out_dir, warn=None):
+    """Path of the newest complete checkpoint of a run directory, or None. Newer step directories that are not
+    complete (see checkpoint_problem) are skipped; `warn`, if given, is called with a line naming each one, and each
+    `.tmp-*` directory a crash mid-save left behind."""
+    root = os.path.join(out_dir, CHECKPOINT_DIR)
+    if warn is not None and os.path.isdir(root):
+        for name in sorted(os.listdir(root)):
+            if name.startswith(".tmp-"):
+                warn(f"warning: ignoring {os.path.join(root, name)}: a save that did not finish")
+    for path in reversed(_step_dirs(out_dir)):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path
+        if warn is not None:
+            warn(f"warning: skipping the half-written checkpoint {problem}")
+    return None
 
 
 def load_checkpoint(path, model, optimizer=None):
     """Restore weights, optimizer and this rank's RNG state from a checkpoint written by save_checkpoint; return the
     trainer_state dict. `model` may be sharded (then every rank must call this; rank 0 reads and broadcasts).
     RNG states are restored only when the checkpoint has a file for this rank (same world size)."""
-    from nanbeige41.model import Transformer
     rank = _rank()
     state = {}
     if rank == 0 or not is_sharded(model):

@@ -16,6 +16,8 @@ import argparse
 
 import torch
 
+from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
+
 
 def sample_next(logits, temperature=1.0, top_p=1.0, top_k=0, generator=None):
     """logits (B, V) fp32 -> token ids (B,). temperature 0 is greedy."""
@@ -106,21 +108,24 @@ def generate(model, prompts, max_new_tokens=256, temperature=1.0, top_p=1.0, top
 
 
 def main():
+    from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
     from nanbeige41.model import Transformer
-    from nanbeige41.tokenizer import Tokenizer
     p = argparse.ArgumentParser(description="Chat with a checkpoint (HF-format directory with tokenizer).")
     p.add_argument("--ckpt", required=True, help="checkpoint directory (config.json, safetensors, tokenizer.json)")
     p.add_argument("--prompt", required=True)
     p.add_argument("--system", default=None)
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=positive_int, default=256)
+    p.add_argument("--temperature", type=non_negative_float, default=0.7)
+    p.add_argument("--top-p", type=positive_float, default=0.95)
+    p.add_argument("--top-k", type=non_negative_int, default=0)
     p.add_argument("--no-think", action="store_true", help="empty think block (thinking off)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    try:  # a bad --ckpt is one line naming the directory and what is wrong, not a traceback
+        _, tok = check_hf_checkpoint(args.ckpt, tokenizer_dir=args.ckpt)
+    except CheckpointError as e:
+        raise SystemExit(f"generate: --ckpt {e}") from None
     model = Transformer.from_pretrained(args.ckpt)
-    tok = Tokenizer.from_pretrained(args.ckpt)
     messages = ([{"role": "system", "content": args.system}] if args.system else [])
     messages.append({"role": "user", "content": args.prompt})
     prompt = tok.render(messages, add_generation_prompt=True, enable_thinking=not args.no_think)

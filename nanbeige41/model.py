@@ -411,42 +411,21 @@ class Transformer(nn.Module):
     @staticmethod
     def from_pretrained(path, dtype=None, device="cpu"):
         """Load any HF Llama-layout checkpoint directory (single or sharded safetensors) in its
-        stored dtype, or `dtype` if given. Fails naming the missing/unexpected/mis-shaped tensor."""
+        stored dtype, or `dtype` if given. Everything wrong with the directory
+        (nanbeige41.checkpoint.read_pretrained) is a CheckpointError naming the path, raised before any
+        tensor is read."""
         from safetensors import safe_open
-        cfg_path = os.path.join(path, "config.json")
-        if not os.path.isfile(cfg_path):
-            raise FileNotFoundError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
-        with open(cfg_path) as f:
-            config = ModelConfig.from_hf_dict(json.load(f), source=cfg_path)
-        index = os.path.join(path, "model.safetensors.index.json")
-        if os.path.isfile(index):
-            with open(index) as f:
-                files = sorted(set(json.load(f)["weight_map"].values()))
-        elif os.path.isfile(os.path.join(path, "model.safetensors")):
-            files = ["model.safetensors"]
-        else:
-            raise FileNotFoundError(f"{path}: no model.safetensors or model.safetensors.index.json")
+
+        from nanbeige41.checkpoint import read_pretrained  # the directory checks live with the checkpoint code
+        config, tensors_by_file = read_pretrained(path)
         with torch.device("meta"):
             model = Transformer(config)
-        expected = {k: v.shape for k, v in model.state_dict().items()}
-        if config.tie_word_embeddings:
-            expected.pop("lm_head.weight")
         state = {}
-        for fname in files:
+        for fname, names in tensors_by_file.items():
             with safe_open(os.path.join(path, fname), framework="pt", device=str(device)) as f:
-                for name in f.keys():
-                    if name not in expected:
-                        if name.endswith("rotary_emb.inv_freq"):  # old HF checkpoints store it; we recompute
-                            continue
-                        raise ValueError(f"{path}/{fname}: unexpected tensor {name!r} (not a Llama-layout weight)")
+                for name in names:
                     t = f.get_tensor(name)
-                    if tuple(t.shape) != tuple(expected[name]):
-                        raise ValueError(f"{path}/{fname}: tensor {name!r} has shape {tuple(t.shape)}, "
-                                         f"config.json implies {tuple(expected[name])}")
                     state[name] = t.to(dtype) if dtype is not None else t
-        missing = sorted(set(expected) - set(state))
-        if missing:
-            raise ValueError(f"{path}: checkpoint is missing {len(missing)} tensor(s), e.g. {missing[:3]}")
         model.load_state_dict(state, strict=False, assign=True)
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight

@@ -1,6 +1,8 @@
 """nanbeige41/checkpoint.py: round trip of weights / optimizer / RNG, HF-loadable directories with the tokenizer,
-atomicity (a crash mid-save leaves the previous checkpoints and no half-written one), keep-last-K."""
+atomicity (a crash mid-save leaves the previous checkpoints and no half-written one), keep-last-K; a damaged newest
+checkpoint skipped with a warning; bad model directories as one-line CheckpointErrors naming the path."""
 
+import json
 import os
 import random
 
@@ -111,3 +113,101 @@ def test_keep_last_k(tmp_path):
     names = [os.path.basename(p) for p in ckpt.list_checkpoints(str(tmp_path))]
     assert names == ["step_00000015", "step_00000020"]
     assert ckpt.latest_checkpoint(str(tmp_path / "nothing-here")) is None
+
+
+# -----------------------------------------------------------------------------
+# damaged checkpoints: resume falls back past them; bad model directories are one-line errors naming the path
+
+def _cut(path, n=4096):
+    path.write_bytes(path.read_bytes()[:n])
+
+
+DAMAGE = {  # what can be left of a step directory after a copy that did not finish, or a file deleted by hand
+    "weights cut short": (lambda d: _cut(d / "model.safetensors"), "model.safetensors: unreadable safetensors file"),
+    "no weights": (lambda d: os.remove(d / "model.safetensors"), "no model.safetensors"),
+    "optimizer cut short": (lambda d: _cut(d / "optimizer.pt"), "optimizer.pt: truncated"),
+    "no optimizer": (lambda d: os.remove(d / "optimizer.pt"), "no optimizer.pt"),
+    "no rng state": (lambda d: os.remove(d / "rng_rank0.pt"), "no rng_rank0.pt"),
+    "trainer state cut short": (lambda d: _cut(d / "trainer_state.json", 5), "trainer_state.json: unreadable"),
+    "config cut short": (lambda d: _cut(d / "config.json", 20), "config.json: malformed JSON"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_latest_checkpoint_skips_a_damaged_newest_one_with_a_warning(tmp_path, tokenizer, damage):
+    model, optimizer = _model_and_optimizer()
+    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tokenizer)
+    newest = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+    assert ckpt.latest_checkpoint(str(tmp_path)) == newest and ckpt.checkpoint_problem(newest) is None
+    harm, message = DAMAGE[damage]
+    harm(tmp_path / "checkpoints" / "step_00000020")
+    warnings = []
+    assert ckpt.latest_checkpoint(str(tmp_path), warn=warnings.append) == good
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: skipping the half-written checkpoint {newest}")
+    assert message in warnings[0], warnings
+    state = ckpt.load_checkpoint(good, *_model_and_optimizer(seed=1))
+    assert state["step"] == 10
+    # nothing complete left: None, each one named
+    harm(tmp_path / "checkpoints" / "step_00000010")
+    warnings.clear()
+    assert ckpt.latest_checkpoint(str(tmp_path), warn=warnings.append) is None and len(warnings) == 2
+
+
+def test_keep_never_prunes_the_checkpoint_just_written(tmp_path):
+    """keep=1 after a resume past a damaged step 20 (from step 10): saving step 15 must not prune step 15 itself,
+    which sorts before the damaged step 20, or no complete checkpoint would be left."""
+    model, optimizer = _model_and_optimizer()
+    for step in (10, 20):
+        ckpt.save_checkpoint(str(tmp_path), step, model, optimizer, keep=1)
+    _cut(tmp_path / "checkpoints" / "step_00000020" / "model.safetensors")
+    path = ckpt.save_checkpoint(str(tmp_path), 15, model, optimizer, keep=1)
+    assert ckpt.latest_checkpoint(str(tmp_path)) == path
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory, tokenizer):
+    """HF directories: a good one, and one per way of being bad."""
+    root = tmp_path_factory.mktemp("model_dirs")
+
+    def make(name, **over):
+        torch.manual_seed(0)
+        Transformer(ModelConfig.preset("toy", **{**TINY, **over})).save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+        return root / name
+
+    make("good")
+    make("padded_vocab", vocab_size=4160)  # more embedding rows than tokens, as the release pads to 166144
+    make("small_vocab", vocab_size=1000)
+    config = json.loads((make("gpt2") / "config.json").read_text())
+    (root / "gpt2" / "config.json").write_text(json.dumps({**config, "model_type": "gpt2",
+                                                           "architectures": ["GPT2LMHeadModel"]}))
+    _cut(make("cut_weights") / "model.safetensors")
+    os.remove(make("no_weights") / "model.safetensors")
+    os.remove(make("no_tokenizer") / "tokenizer.json")
+    (root / "a_file").write_text("not a directory")
+    return root
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("missing", "no such directory"),
+    ("a_file", "not a directory"),
+    ("gpt2", "config.json: model_type='gpt2' architectures=['GPT2LMHeadModel']: only Llama-layout"),
+    ("cut_weights", "model.safetensors: unreadable safetensors file"),
+    ("no_weights", "no model.safetensors or model.safetensors.index.json"),
+    ("no_tokenizer", "no tokenizer.json"),
+    ("small_vocab", "config.json vocab_size 1000 is smaller than the 4096 tokens of"),
+])
+def test_check_hf_checkpoint_names_the_path_and_the_problem(model_dirs, name, problem):
+    path = str(model_dirs / name)
+    with pytest.raises(ckpt.CheckpointError) as e:
+        ckpt.check_hf_checkpoint(path, tokenizer_dir=path)
+    message = str(e.value)
+    assert message.startswith(path) and problem in message and "\n" not in message, message
+
+
+def test_check_hf_checkpoint_accepts_good_and_padded_vocab(model_dirs):
+    for name, vocab in (("good", 4096), ("padded_vocab", 4160)):
+        config, tok = ckpt.check_hf_checkpoint(str(model_dirs / name), tokenizer_dir=str(model_dirs / name))
+        assert config.vocab_size == vocab and len(tok) == 4096
+    with pytest.raises(ckpt.CheckpointError, match="cut_weights/model.safetensors: unreadable"):
+        Transformer.from_pretrained(model_dirs / "cut_weights")  # the loader raises the same error

@@ -276,5 +276,8 @@ def test_checkpoint_errors(tmp_path):
     save_file({**state, "model.vision_tower.weight": torch.zeros(3)}, bad / "model.safetensors")
     with pytest.raises(ValueError, match="unexpected tensor 'model.vision_tower.weight'"):
         Transformer.from_pretrained(bad)
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(ValueError, match="nowhere: no such directory"):  # a CheckpointError
         Transformer.from_pretrained(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="bad: no config.json"):
+        os.remove(bad / "config.json")
+        Transformer.from_pretrained(bad)

@@ -11,6 +11,7 @@ import torch
 
 import reward_models as rmod
 from nanbeige41 import toy_chat
+from nanbeige41.checkpoint import CheckpointError
 from nanbeige41.model import ModelConfig, Transformer
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
 
@@ -123,10 +124,12 @@ def test_checkpoint_roundtrip_and_pair_reward_functions(tmp_path, tokenizer):
     rows = rmod.main(["score", "--kind", "pair", "--ckpt", str(tmp_path / "rm"), "--data", samples])
     assert [r["p_a_wins"] for r in rows] == pytest.approx(p_gold, abs=1e-5)
     assert [r["d_ab"] for r in rows] == pytest.approx(d_before, abs=1e-5)
-    with pytest.raises(ValueError, match="pair-wise reward model, not --kind point"):
+    with pytest.raises(SystemExit, match="pair-wise reward model, not --kind point"):  # one line, no traceback
         rmod.main(["score", "--kind", "point", "--ckpt", str(tmp_path / "rm"), "--data", samples])
-    with pytest.raises(FileNotFoundError, match="reward_head.json"):
-        rmod.load_reward_model(tmp_path)
+    Transformer(ModelConfig(**TINY)).save_pretrained(tmp_path / "lm")  # a language model, not a reward model
+    tokenizer.save_pretrained(tmp_path / "lm")
+    with pytest.raises(CheckpointError, match="lm: no reward_head.json"):
+        rmod.load_reward_model(tmp_path / "lm")
 
 
 def test_bf16_backbone_scores_track_fp32(tmp_path, tokenizer):

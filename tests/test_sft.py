@@ -1,5 +1,5 @@
 """train_sft.py: chunked loss = unchunked loss (value and every parameter gradient) at the train-step level;
-gradient-accumulation invariance; exact resume after SIGKILL; NaN/inf steps skipped then abort with the last good
+gradient-accumulation invariance; exact resume after SIGKILL; resume past a damaged newest checkpoint; NaN/inf steps skipped then abort with the last good
 checkpoint untouched; bad input fails with file:line; a tiny run's loss falls and its metrics have the promised keys.
 Every run uses a tiny model (the toy preset with hidden 32, 2 layers) on a slice of the shipped corpus."""
 
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from nanbeige41 import data
-from nanbeige41.checkpoint import latest_checkpoint
+from nanbeige41.checkpoint import checkpoint_problem, latest_checkpoint
 from nanbeige41.losses import chunked_cross_entropy
 from nanbeige41.model import ModelConfig, Transformer
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
@@ -144,6 +144,29 @@ def test_resume_after_sigkill_is_exact(corpus, tmp_path):
     after = [(m["step"], m["loss"], m["grad_norm"]) for m in again if m["step"] > resumed_from]
     assert after == [(m["step"], m["loss"], m["grad_norm"]) for m in straight if m["step"] > resumed_from]
     assert [m.get("eval_loss") for m in again][-1] == [m.get("eval_loss") for m in straight][-1]
+
+
+def test_resume_skips_a_damaged_newest_checkpoint(corpus, tmp_path):
+    """Checkpoints at steps 2 and 4; step 4's weights are then cut short (a copy that did not finish) and a crash
+    mid-save of step 6 left its temporary directory. --resume warns naming both, resumes from step 2 (step 3's loss
+    equals the first run's, so the weights and data order are step 2's), and the resumed run replaces both."""
+    out = tmp_path / "run"
+    run_sft(tiny_args(corpus, out, 4, "--save-every", "2", "--eval-every", "0"))
+    first = metrics(out)
+    root = out / "checkpoints"
+    weights = root / "step_00000004" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:4096])
+    (root / ".tmp-step_00000006").mkdir()
+    r = run_sft(tiny_args(corpus, out, 6, "--save-every", "2", "--eval-every", "0", "--resume"))
+    assert f"warning: skipping the half-written checkpoint {weights}: unreadable safetensors file" in r.stderr
+    assert f"warning: ignoring {root / '.tmp-step_00000006'}: a save that did not finish" in r.stderr
+    assert f"resume: {root / 'step_00000002'} (step 2," in r.stdout and "Traceback" not in r.stderr
+    again = metrics(out)
+    assert [m["step"] for m in again] == [1, 2, 3, 4, 5, 6]
+    assert again[2]["loss"] == first[2]["loss"]
+    assert latest_checkpoint(str(out)) == str(root / "step_00000006")
+    assert checkpoint_problem(str(root / "step_00000004")) is None  # re-saved whole
+    assert not (root / ".tmp-step_00000006").exists()
 
 
 def test_nonfinite_steps_are_skipped_then_abort_keeps_last_good_checkpoint(corpus, tmp_path):
