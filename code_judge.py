@@ -99,6 +99,8 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
+from nanbeige41.cli import finite_float, non_negative_float, positive_float, positive_int
+
 VERDICTS = ("AC", "WA", "TLE", "MLE", "RE", "OLE", "CE")
 FORCE_FALLBACK_ENV = "NANBEIGE_JUDGE_NO_BWRAP"  # "1": never use bubblewrap (tests run the battery both ways)
 UID_BASE = 1 << 20  # sandbox uids are drawn from [UID_BASE, 2*UID_BASE): no real account lives there
@@ -400,7 +402,7 @@ exec(marshal.loads(read_message()))
 # Kept dependency-free and short on purpose. os, marshal and read_exact/read_message come from
 # BOOTSTRAP.
 HARNESS = r'''
-import sys, resource, builtins
+import sys, resource, builtins, select
 import _signal as signal  # the C module: `signal` pulls in enum/functools/collections (~10 ms)
 spec = marshal.loads(read_message())  # from the judge (trusted); json costs ~8 ms to import
 ctl = os.dup(0)   # one byte from the judge starts each test (in lockstep it times the gap)
@@ -454,11 +456,12 @@ EXIT = {0: "ok", 10: "RE", 11: "MLE", 12: "WA"}
 def next_test():
     # One protocol for every run, so the harness holds nothing a program could tell runs apart by:
     # the input of the next test only ("LENGTH" in 10 digits + bytes; later ones are still in the
-    # pipe, so a program never sees another test's input), then "W" (ready) and one go byte from
-    # the judge. In a timing run the judge sends the go byte on "W" and times go -> record; in a
-    # test run everything was sent at once with the spec.
+    # pipe, so a program never sees another test's input), then one go byte from the judge. In a
+    # test run every go byte came with the spec; in a timing run the judge sends it when told the
+    # test is ready ("W") and times go -> record. The harness keeps no flag: it asks the pipe.
     text = read_exact(int(read_exact(10))).decode()
-    send("W")
+    if not select.select([ctl], [], [], 0)[0]:
+        send("W")
     if not os.read(ctl, 1): os._exit(3)
     return text
 def child(code, text, functional, fd_in, fd_out, fd_ret):
@@ -1677,23 +1680,18 @@ def main(argv=None):
     p.add_argument("--fast", action="store_true", help="fast complexity setting (few sizes, 2 reps)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON line")
     # Sandbox
-    p.add_argument("--time-limit", type=float, default=Limits.time_s, help="seconds per test (wall clock)")
-    p.add_argument("--memory-mb", type=int, default=Limits.memory_mb)
-    p.add_argument("--float-tol", type=float, default=0.0, help="relative tolerance for float tokens")
+    p.add_argument("--time-limit", type=positive_float, default=Limits.time_s, help="seconds per test (wall clock)")
+    p.add_argument("--memory-mb", type=positive_int, default=Limits.memory_mb)
+    p.add_argument("--float-tol", type=non_negative_float, default=0.0, help="relative tolerance for float tokens")
     p.add_argument("--require-full-isolation", action="store_true", help="refuse to run without namespaces")
     p.add_argument("--no-bwrap", action="store_true", help="use the unshare fallback even if bwrap exists")
     # Reward
-    p.add_argument("--w-format", type=float, default=0.1)
-    p.add_argument("--w-correctness", type=float, default=1.0)
-    p.add_argument("--w-time", type=float, default=0.5)
+    p.add_argument("--w-format", type=finite_float, default=0.1)
+    p.add_argument("--w-correctness", type=finite_float, default=1.0)
+    p.add_argument("--w-time", type=finite_float, default=0.5)
     p.add_argument("--model-endpoint", default=None, help="OpenAI-compatible base URL for the model complexity judge")
     p.add_argument("--model-name", default="default")
     args = p.parse_args(argv)
-    for flag, value in (("--time-limit", args.time_limit), ("--memory-mb", args.memory_mb)):
-        if not (math.isfinite(value) and value > 0):
-            p.error(f"argument {flag}: must be a positive finite number, got {value}")
-    if not (math.isfinite(args.float_tol) and args.float_tol >= 0):
-        p.error(f"argument --float-tol: must be a finite number >= 0, got {args.float_tol}")
 
     try:
         problems = load_problems(args.problem)
