@@ -453,17 +453,17 @@ def canon(v, depth=0):
         return {str.__str__(k) if isinstance(k, str) else json.dumps(canon(k, depth + 1)): canon(v2, depth + 1) for k, v2 in dict.items(v)}
     raise TypeError("unsupported return type " + type(v).__name__)
 EXIT = {0: "ok", 10: "RE", 11: "MLE", 12: "WA"}
-def next_test():
-    # One protocol for every run, so the harness holds nothing a program could tell runs apart by:
-    # the input of the next test only ("LENGTH" in 10 digits + bytes; later ones are still in the
-    # pipe, so a program never sees another test's input), then one go byte from the judge. In a
-    # test run every go byte came with the spec; in a timing run the judge sends it when told the
-    # test is ready ("W") and times go -> record. The harness keeps no flag: it asks the pipe.
-    text = read_exact(int(read_exact(10))).decode()
+# One protocol for every run, so the harness holds nothing a program could tell runs apart by.
+# Per test: that test's input only ("LENGTH" in 10 digits + bytes; later ones are still in the
+# pipe, so a program never sees another test's input), then, once its files are ready, one go
+# byte from the judge. In a test run every go byte came with the spec; in a timing run the judge
+# sends it when told the test is ready ("W") and times go -> record. No mode flag: it asks the pipe.
+def next_input():
+    return read_exact(int(read_exact(10))).decode()
+def wait_go():
     if not select.select([ctl], [], [], 0)[0]:
         send("W")
     if not os.read(ctl, 1): os._exit(3)
-    return text
 def child(code, text, functional, fd_in, fd_out, fd_ret):
     # Runs in a forked process per test. It gets no channel to the judge: the records are written
     # by the harness (its parent) only, so a program cannot forge them or the end marker.
@@ -500,8 +500,9 @@ def run_python(functional):
     except (SyntaxError, ValueError) as e:
         send("C", ("%s: %s" % (type(e).__name__, e)).encode()); return
     for i in range(spec["count"]):
-        text = next_test()
+        text = next_input()
         fd_in, fd_out, fd_ret = fresh_files("" if functional else text)
+        wait_go()
         pid = os.fork()
         if pid == 0:
             child(code, text, functional, fd_in, fd_out, fd_ret)
@@ -533,7 +534,8 @@ def run_cpp():
     send("K")
     setlim("RLIMIT_AS", lim["as"])
     for i in range(spec["count"]):
-        fd_in, fd_out, fd_err = fresh_files(next_test())
+        fd_in, fd_out, fd_err = fresh_files(next_input())
+        wait_go()
         rc = subprocess.run(["./main"], stdin=fd_in, stdout=fd_out, stderr=fd_err, preexec_fn=program_limits).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
         out, over = take_output(fd_out)

@@ -209,7 +209,10 @@ def test_fast_measurement_separates_quadratic_from_linear_and_caches():
     fast_quad = cj.cached_complexity(problem, quadratic, fast=True)
     first = time.time() - t0
     assert fast_lin["meets_optimal"] is True and fast_quad["meets_optimal"] is False, (fast_lin, fast_quad)
-    assert fast_quad["measured"]["ratio_to_reference"] > 3 * cj.RATIO_LIMIT
+    # far from the line: stopped on the reference's clock at a size the reference finished, or
+    # (when it finished everything) far more than RATIO_LIMIT slower
+    m = fast_quad["measured"]
+    assert m["unfinished"] or m["ratio_to_reference"] > 3 * cj.RATIO_LIMIT, m
     t0 = time.time()
     assert cj.cached_complexity(problem, quadratic, fast=True) is fast_quad
     assert time.time() - t0 < 0.05 < first
