@@ -1189,22 +1189,21 @@ def generated_inputs(problem, sizes, seed, isolation="auto"):
     A generator that fails is the data's fault: ProblemError naming the problem and the size."""
     source = problem["input_generator"]
     key = (hashlib.sha256(source.encode()).hexdigest(), tuple(sizes), seed)
-    with _INPUT_LOCK:
+    with _INPUT_LOCK:  # held while generating: the G rollouts of one problem generate once
         if key in _INPUT_CACHE:
             _INPUT_CACHE.move_to_end(key)
             return _INPUT_CACHE[key]
-    runs, _ = run_tests(source + GENERATOR_DRIVER, [f"{n} {seed + k}" for k, n in enumerate(sizes)],
-                        limits=GENERATOR_LIMITS, isolation=isolation)
-    for n, r in zip(sizes, runs):
-        if r.status != "ok":
-            raise ProblemError(f"problem {problem['question_id']}: field 'input_generator' failed for n={n} "
-                               f"({r.status} {r.detail})".rstrip())
-    inputs = [r.output for r in runs]
-    with _INPUT_LOCK:
+        runs, _ = run_tests(source + GENERATOR_DRIVER, [f"{n} {seed + k}" for k, n in enumerate(sizes)],
+                            limits=GENERATOR_LIMITS, isolation=isolation)
+        for n, r in zip(sizes, runs):
+            if r.status != "ok":
+                raise ProblemError(f"problem {problem['question_id']}: field 'input_generator' failed for n={n} "
+                                   f"({r.status} {r.detail})".rstrip())
+        inputs = [r.output for r in runs]
         _INPUT_CACHE[key] = inputs
         while len(_INPUT_CACHE) > 64:
             _INPUT_CACHE.popitem(last=False)
-    return inputs
+        return inputs
 
 
 _TIMING_LOCK = threading.Lock()  # timing runs of this process never overlap: they would skew each other
