@@ -913,11 +913,9 @@ def _is_float(token):
 
 
 def _tokens_equal(got, want, float_tol):
-    """LiveCodeBench's rule: tokens equal as strings, or both numbers with the same exact decimal
-    value (so 007 = 7 and 1.50 = 1.5, but 1e+18 != 1000000000000000001). `float_tol` (relative)
-    applies only when BOTH tokens are written as floats: an integer answer is always exact."""
-    if got == want:
-        return True
+    """Two tokens of lines that differ: both numbers with the same exact decimal value (so 007 = 7
+    and 1.50 = 1.5, but 1e+18 != 1000000000000000001). `float_tol` (relative) applies only when
+    BOTH are written as floats: an integer answer is always exact. A word is never equal here."""
     if len(got) > len(want) + TOKEN_SLACK:
         return False
     a, b = _decimal(got), _decimal(want)
@@ -932,9 +930,10 @@ def _tokens_equal(got, want, float_tol):
 
 
 def outputs_match(got, want, float_tol=0.0):
-    """LiveCodeBench stdin comparison: strip, compare line by line, then token by token with
-    numbers compared as exact decimals; `float_tol` adds a relative tolerance for float tokens
-    (0 = exact, as in LCB). Linear in the output size."""
+    """LiveCodeBench's stdin rule (its grade_stdio): strip the output, split it into lines and
+    strip each; a line equal as a string passes; otherwise every token of it, on both sides, must
+    be a number and the two lists of exact decimals equal ("YES  NO" != "YES NO", "1.50" == "1.5").
+    `float_tol` adds a relative tolerance for float tokens (0 = exact, as in LCB). Linear time."""
     got_lines, want_lines = got.strip().split("\n"), want.strip().split("\n")
     if len(got_lines) != len(want_lines):
         return False
@@ -949,11 +948,10 @@ def outputs_match(got, want, float_tol=0.0):
 
 
 def values_match(got, want, float_tol=0.0):
-    """Functional tests: compare two plain JSON values (tuples were already lists in the child).
-    Integers compare exactly; the tolerance applies only when both sides are floats."""
-    if isinstance(got, bool) or isinstance(want, bool):
-        return type(got) is type(want) and got == want
-    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
+    """Functional tests: compare two plain JSON values with LiveCodeBench's `==` (so True == 1 and
+    2 == 2.0; tuples were already lists in the child, at every depth, where LCB converts only the
+    top level). Integers compare exactly; the tolerance applies only when both sides are floats."""
+    if isinstance(got, (bool, int, float)) and isinstance(want, (bool, int, float)):
         if got == want:
             return True
         return (float_tol > 0 and isinstance(got, float) and isinstance(want, float)

@@ -95,7 +95,8 @@ def test_outputs_match_like_livecodebench():
     assert not cj.outputs_match("YES", "yes")
     assert cj.values_match([1, 2.0000001], [1, 2.0], float_tol=1e-6) and not cj.values_match([1, 2.1], [1, 2])
     assert not cj.values_match([1, 2.0000001], [1, 2], float_tol=1e-6)   # an integer answer is exact
-    assert not cj.values_match(True, 1) and not cj.values_match([1], [1, 2])
+    assert cj.values_match(True, 1) and not cj.values_match([1], [1, 2])   # LCB compares with ==: True == 1
+    assert not cj.outputs_match("YES  NO", "YES NO") and not cj.outputs_match("YES 1.0", "YES 1")   # LCB: words only as whole lines
 
 
 def test_batched_run_gives_per_test_verdicts_and_resumes_after_a_kill():
