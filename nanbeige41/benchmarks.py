@@ -201,6 +201,14 @@ def _value(s):
     expr = _to_python(s)
     if not expr or len(expr) > 200:
         return None
+    # powers only of a literal exponent <= 64: 9^{9^{9}} must be refused, not computed
+    if "**" in expr and (re.search(r"\*\*\(*[^\d(]|\*\*\(*[\d.]+\)*\*\*", expr) or
+                         any(float(e) > 64 for e in re.findall(r"\*\*\(*([\d.]+)", expr))):
+        return None
+    # powers only of a literal exponent <= 64: 9^{9^{9}} must be refused, not computed
+    if "**" in expr and (re.search(r"\*\*\(*[^\d(]|\*\*\(*[\d.]+\)*\*\*", expr) or
+                         any(float(e) > 64 for e in re.findall(r"\*\*\(*([\d.]+)", expr))):
+        return None
     try:  # the expression holds only digits, operators, parentheses, sqrt and pi (checked by _to_python)
         v = eval(expr, {"__builtins__": {}}, {"sqrt": math.sqrt, "pi": math.pi})  # noqa: S307
         return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
