@@ -468,7 +468,7 @@ def main(argv=None):
     p.add_argument("--rm", default=DEFAULT_RM, help="pref: pair-wise RM checkpoint")
     p.add_argument("--judge-endpoint", help="LLM judge for pref (Arena-Hard labels) and qa (correct: yes/no)")
     p.add_argument("--judge-model", default="default")
-    p.add_argument("--test-time-s", type=float, default=4.0, help="code: wall clock per test")
+    p.add_argument("--test-time-s", type=float, default=6.0, help="code: wall clock per test (LCB: 6 s)")
     p.add_argument("--judge-workers", type=int, default=2, help="code: candidates judged in parallel")
     p.add_argument("--no-complexity", action="store_true", help="code: skip the optimal-complexity judge")
     p.add_argument("--max-turns", type=int, default=16, help="qa: tool-call turns per episode")

@@ -34,9 +34,9 @@ def lcb_private(tests):
 
 def code_rows():
     rows = []
-    families = {f["name"]: f for f in toy_code.FAMILIES}
-    for k, name in enumerate(("sum_mod", "pair_sum", "max_subarray", "distinct", "leaders", "window_sum")):
-        p = toy_code.make_problem(families[name], 20 + k, random.Random(2026 + k))  # a fresh seed: unseen instances
+    for k, family in enumerate(toy_code.FAMILIES):  # one instance per toy family, from a fresh seed: unseen ones
+        name = family["name"]
+        p = toy_code.make_problem(family, 20, random.Random(2026 + k))
         rows.append({
             "question_title": f"Sample {k + 1}: {name}", "question_content": p["question_content"], "platform": "toy",
             "question_id": f"eval_{name}", "contest_id": "toy_eval", "contest_date": "2026-11-01T00:00:00",
