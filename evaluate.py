@@ -437,8 +437,8 @@ def write_summary(results, out_dir, title):
                 lines.append(f"| {m} | {results[m][s]['items']} | " + " | ".join(fmt(results[m][s].get(k)) for k in keys) + " |")
     with open(os.path.join(out_dir, "summary.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
-    groups = {f"{s}\n{HEADLINE[s]}": {m: results[m][s][HEADLINE[s]] for m in models if s in results[m]}
-              for s in suites}
+    shown = [(s, HEADLINE[s]) for s in suites] + [("code", "optimal_share")] * ("code" in suites)
+    groups = {f"{s}\n{key}": {m: results[m][s][key] for m in models if s in results[m]} for s, key in shown}
     chart = bar_chart(groups, os.path.join(out_dir, "chart.png"), title)
     return os.path.join(out_dir, "summary.md"), chart
 

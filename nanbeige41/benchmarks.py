@@ -299,7 +299,8 @@ def extract_choice(text, n_choices):
     boxed = last_boxed(text)
     if boxed and boxed.strip("() ").upper() in letters and len(boxed.strip("() ")) == 1:
         return boxed.strip("() ").upper()
-    found = re.findall(rf"answer(?: is)?[:\s]*\(?([{letters}])\)?(?![a-z])", text, flags=re.I)
+    # the letter itself is case-sensitive: "the answer is a long story" names no choice
+    found = re.findall(rf"[Aa]nswer(?: is)?[:\s]*\(?([{letters}])\)?(?![A-Za-z])", text)
     if found:
         return found[-1].upper()
     m = re.fullmatch(rf"\s*\(?([{letters}])[).]?\s*", text)

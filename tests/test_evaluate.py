@@ -147,6 +147,7 @@ def test_choice_extraction():
     assert B.extract_choice("\\boxed{D}", 4) == "D"
     assert B.extract_choice("The answer is (E).", 4) is None                      # not one of four choices
     assert B.extract_choice("I am not sure.", 4) is None
+    assert B.extract_choice("The answer is a long story.", 4) is None
 
 
 # ----------------------------------------------------------------------------- LiveCodeBench rows and the judge
