@@ -16,8 +16,8 @@ search_agent.EndpointPolicy (any OpenAI-compatible server; its reply is put back
 Code verdicts come from code_judge.py (sandboxed; LiveCodeBench's comparison rules), deep-search answers from
 search_agent.py's agent loop and scorers, preference wins from reward_models.py's pair-wise RM (both orders).
 
-Writes OUT/<checkpoint>/report.json (per item: id, each sample's response, parsed answer, score, failure reason;
-the sampling settings), OUT/<checkpoint>/cache.jsonl (finished items by id: a rerun resumes), OUT/summary.md and
+Writes OUT/<model>/report.json (OUT/<suite>/<model>/ with --suite all; per item: id, each sample's response, parsed
+answer, score, failure reason; the sampling settings), .../cache.jsonl (finished items by id: a rerun resumes), OUT/summary.md and
 OUT/chart.png (SVG without matplotlib). Deterministic for a seed: items are generated in fixed chunks, chunk c with
 seed (seed, c), so a resumed run regenerates exactly what a fresh one would. Every failure (generation, judge, tool
 loop) is scored 0 with its reason; nothing is dropped.
@@ -32,6 +32,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SUITES = ("code", "math", "gpqa", "qa", "pref", "tool")
@@ -324,13 +325,14 @@ def summarize(suite, records, n_samples):
         for k in sorted({1, n_samples}):
             m[f"pass@{k}"] = mean([pass_at_k(len(r["samples"]), sum(s["correct"] for s in r["samples"]), k)
                                    for r in records])
-        labelled = [s for r, s in ((r, s) for r in records for s in r["samples"]) if r.get("labelled")]
+        labelled = [s for r in records if r.get("labelled") for s in r["samples"]]
         m["optimal_share"] = mean([float(bool(s["correct"] and s["meets_optimal"])) for s in labelled]) if labelled else None
         m["truncated"] = mean([float(s["finish_reason"] == "length") for s in samples])
     elif suite == "qa":
         m.update(gaia=acc, em=mean([s["em"] for s in samples]), f1=mean([s["f1"] for s in samples]),
                  turns=mean([s["turns"] for s in samples]),
-                 answered=mean([float(s["termination"] == "answer") for s in samples]))
+                 answered=mean([float(s["termination"] == "answer") for s in samples]),
+                 terminations=" ".join(f"{k}:{v}" for k, v in sorted(Counter(s["termination"] for s in samples).items())))
     elif suite == "pref":
         m.update(win_rate=mean([s["win_score"] for s in samples]), mean_win_prob=mean([float(s["parsed"]) for s in samples]))
     else:
@@ -353,20 +355,25 @@ def evaluate(suite, items, gen, args, out_dir, ctx):
                 "n_samples": args.n_samples, "temperature": args.temperature, "top_p": args.top_p,
                 "max_new_tokens": n_new, "seed": args.seed, "chunk": args.batch_size,
                 "items_sha": hashlib.sha256(json.dumps([it["id"] for it in items]).encode()).hexdigest()[:16]}
+    ids = [it["id"] for it in items]
+    if len(set(ids)) != len(ids):
+        raise EvalError(f"{ctx['data']}: duplicate item ids (the cache keys on them)")
     cache_path = os.path.join(out_dir, "cache.jsonl")
     done = {}
     if os.path.isfile(cache_path):
-        lines = [json.loads(line) for line in open(cache_path, encoding="utf-8") if line.strip()]
+        lines = []
+        for line in open(cache_path, encoding="utf-8"):
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a crash: that item is simply done again
+                pass
         if lines and lines[0].get("settings") == settings:
-            done = {r["id"]: r for r in lines[1:]}
+            done = {r["id"]: r for r in lines[1:] if r.get("id") in set(ids)}
         else:
             print(f"evaluate: {cache_path} was written with other settings: starting over", file=sys.stderr)
     if not done:
         with open(cache_path, "w", encoding="utf-8") as f:
             f.write(json.dumps({"settings": settings}) + "\n")
-    ids = [it["id"] for it in items]
-    if len(set(ids)) != len(ids):
-        raise EvalError(f"{ctx['data']}: duplicate item ids (the cache keys on them)")
     start, n_todo, n_done = time.monotonic(), sum(i not in done for i in ids), 0
     label = f"{suite} {os.path.basename(os.path.normpath(gen.ckpt)) if gen.ckpt else args.model}"
     for c in range(0, len(items), args.batch_size):
@@ -379,10 +386,14 @@ def evaluate(suite, items, gen, args, out_dir, ctx):
             if suite == "qa":
                 scored = run_qa_chunk(chunk, gen, args, seed, ctx)
             else:
+                # the whole chunk is generated (same batch, same seed: the same samples as a fresh run); only
+                # its unfinished items are scored
                 reqs = [prompt_of(suite, it, args.seed) for it in chunk for _ in range(args.n_samples)]
-                flat = gen(reqs, n_new, seed)
-                k = args.n_samples
-                scored = score_chunk(suite, chunk, [flat[i * k:(i + 1) * k] for i in range(len(chunk))], args, ctx)
+                flat, k = gen(reqs, n_new, seed), args.n_samples
+                keep = [i for i, it in enumerate(chunk) if it["id"] not in done]
+                scored = score_chunk(suite, [chunk[i] for i in keep], [flat[i * k:(i + 1) * k] for i in keep], args, ctx)
+                scored = dict(zip(keep, scored))
+                scored = [scored.get(i) for i in range(len(chunk))]
         except EvalError:
             raise
         except Exception as e:  # noqa: BLE001 — generation or scoring failed: every item of the chunk scores 0

@@ -1,6 +1,7 @@
 """evaluate.py and nanbeige41/benchmarks.py: every suite on its shipped sample with a tiny model, scoring rules
 (pass@k vs brute force, \\boxed{} normalisation, BFCL AST matching), the real LiveCodeBench row through the code
 judge, oracle generations scoring 1.0, resume, seeded determinism, endpoint mode on 127.0.0.1, bad input."""
+import argparse
 import itertools
 import json
 import os
@@ -165,7 +166,7 @@ def test_real_lcb_row_decodes_and_is_judged(tok):
     assert len(items) == 1 and items[0]["id"] == "1873_A"
     assert len(items[0]["public_test_cases"]) >= 1 and len(items[0]["private_test_cases"]) >= 1  # base64/zlib/pickle
     assert all(t["testtype"] == "stdin" for t in items[0]["private_test_cases"])
-    args = ev.main.__globals__["argparse"].Namespace(test_time_s=4.0, judge_workers=1, no_complexity=True, n_samples=2)
+    args = argparse.Namespace(test_time_s=4.0, judge_workers=1, no_complexity=True, n_samples=2)
     gens = [[{"text": "Check each string.\n</think>\n\n" + SHORT_SORT, "finish_reason": "eos"},
              {"text": "x\n</think>\n\n" + SHORT_SORT.replace("<= 2", "<= 0"), "finish_reason": "eos"}]]
     right, wrong = ev.score_code(items, gens, args, tok)[0]
@@ -197,7 +198,7 @@ def test_every_suite_on_its_shipped_sample(tiny, tmp_path):
                     "--max-turns", "2", "--no-complexity"]) == 0
     for suite in ev.SUITES:
         r = report(os.path.join(out, suite), "tiny")
-        items = ev.load_items(suite, ev.DEFAULT_DATA[suite], ev.main.__globals__["argparse"].Namespace(baseline=None))
+        items = ev.load_items(suite, ev.DEFAULT_DATA[suite], argparse.Namespace(baseline=None))
         assert [it["id"] for it in r["items"]] == [it["id"] for it in items]  # none dropped, in order
         for rec in r["items"]:
             s = rec["samples"][0]
@@ -319,7 +320,7 @@ def test_resume_skips_finished_items(monkeypatch, tmp_path):
     assert FakeGenerator.calls == []  # everything cached
     cache = os.path.join(str(tmp_path), "x", "cache.jsonl")
     lines = open(cache).read().splitlines()
-    open(cache, "w").write("\n".join(lines[:-1]) + "\n")  # the last item "crashed" before it was written
+    open(cache, "w").write("\n".join(lines[:-1]) + "\n" + lines[-1][:20])  # a crash while writing the last item
     assert ev.main(args) == 0
     assert FakeGenerator.calls == [2]  # only the chunk holding the missing item
     assert report(str(tmp_path), "x")["items"] == first["items"]
