@@ -385,6 +385,9 @@ BFCL_TYPES = {"string": str, "integer": int, "float": float, "boolean": bool, "a
 SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
 
 
+BFCL_NOT_COVERED = ("multi_turn", "exec", "java", "web_search", "memory", "format_sensitivity")
+
+
 def bfcl_category(path):
     """'data/BFCL_v3_parallel_multiple.json' -> 'parallel_multiple' (live_ prefixes kept)."""
     name = os.path.basename(path)
@@ -394,14 +397,15 @@ def bfcl_category(path):
 def load_bfcl(path):
     """One BFCL data file (JSON lines {id, question: [[messages]], function: [...]}) or a folder of them; the
     possible answers come from possible_answer/<same file name> beside it (none for irrelevance)."""
-    if os.path.isdir(path):
-        files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.startswith("BFCL_") and f.endswith(".json"))
+    if os.path.isdir(path):  # BFCL's data folder: every covered category in it
+        files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.startswith("BFCL_") and f.endswith(".json")
+                       and not any(k in bfcl_category(f) for k in BFCL_NOT_COVERED))
         if not files:
-            raise FormatError(f"{path}: no BFCL_*.json data files")
+            raise FormatError(f"{path}: no BFCL_*.json data files of a covered (single-turn Python AST) category")
         return [it for f in files for it in load_bfcl(f)]
     category = bfcl_category(path)
-    if "multi_turn" in category or "exec" in category or category in ("web_search", "memory", "format_sensitivity"):
-        raise FormatError(f"{path}: BFCL category {category!r} is not covered (single-turn AST categories only)")
+    if any(k in category for k in BFCL_NOT_COVERED):
+        raise FormatError(f"{path}: BFCL category {category!r} is not covered (single-turn Python AST categories only)")
     rows = read_rows(path, ("id", "question", "function"), "BFCL JSON lines {id, question: [[messages]], function}")
     answers = {}
     if "irrelevance" not in category and "relevance" not in category:

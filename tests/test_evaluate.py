@@ -422,3 +422,13 @@ def test_usage_errors(capsys, tmp_path):
     assert ev.main(["--suite", "pref", "--ckpt", "x", "--rm", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "--ckpt DIR" in err and "meaningless" in err and "no pair-wise RM" in err
+
+
+def test_bfcl_folder_skips_uncovered_categories(tmp_path):
+    import shutil
+    shutil.copytree(ev.DEFAULT_DATA["tool"], tmp_path / "data")
+    (tmp_path / "data" / "BFCL_v4_multi_turn_base.json").write_text('{"id": "multi_turn_base_0"}\n')
+    items = B.load_bfcl(str(tmp_path / "data"))
+    assert len(items) == 10 and not any("multi_turn" in it["category"] for it in items)
+    with pytest.raises(B.FormatError, match="not covered"):
+        B.load_bfcl(str(tmp_path / "data" / "BFCL_v4_multi_turn_base.json"))
