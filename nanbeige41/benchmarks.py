@@ -311,19 +311,21 @@ def extract_choice(text, n_choices):
 # Deep-search QA
 
 def load_qa(path):
-    """{question, answer} JSONL (toy / BrowseComp-style exports) or GAIA / MiroFlow {task_id, task_question,
-    ground_truth}."""
+    """{question, answer} JSONL (toy / BrowseComp-style exports), GAIA / MiroFlow {task_id, task_question,
+    ground_truth}, or GAIA's metadata.jsonl {task_id, Question, Final answer}."""
     rows = read_jsonl(path)
     items = []
     for k, r in enumerate(rows):
         if "task_question" in r and "ground_truth" in r:
             items.append({"id": _item_id(r, "task_id", k), "question": r["task_question"],
                           "answer": str(r["ground_truth"])})
+        elif "Question" in r and "Final answer" in r:  # GAIA's own metadata.jsonl
+            items.append({"id": _item_id(r, "task_id", k), "question": r["Question"], "answer": str(r["Final answer"])})
         elif "question" in r and "answer" in r:
             items.append({"id": _item_id(r, "id", k), "question": r["question"], "answer": str(r["answer"])})
         else:
-            raise FormatError(f"{r['_source']}: expected {{question, answer}} or GAIA's {{task_id, task_question, "
-                              "ground_truth}}")
+            raise FormatError(f"{r['_source']}: expected {{question, answer}}, {{task_id, task_question, ground_truth}} "
+                              "or GAIA's {task_id, Question, Final answer}")
     return items
 
 
