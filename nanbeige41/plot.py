@@ -3,6 +3,8 @@
     python -m nanbeige41.plot runs/toy/code2            # -> runs/toy/code2/curves.png (or .svg)
     python -m nanbeige41.plot runs/toy/code1 runs/toy/code2 --out fig4.png   # stages side by side
 
+`bar_chart` draws evaluate.py's comparison of checkpoints (grouped bars, one group per benchmark).
+
 For the code stages this is the paper's Figure 4: R_correctness, R_time and the held-out pass rate
 against the step, with a dashed line where one stage ends and the next begins. matplotlib is used
 when installed (it is optional); without it a plain SVG is written by hand, so the command works
@@ -60,6 +62,65 @@ def write_svg(curves, bounds, path, title, width=720, height=420, pad=50):
     out.append("</svg>")
     with open(path, "w") as f:
         f.write("\n".join(out))
+
+
+def write_bars_svg(groups, path, title, width=760, height=400, pad=50):
+    series = list(dict.fromkeys(m for g in groups.values() for m in g))
+    slot = (width - 2 * pad) / max(len(groups), 1)
+    bar = slot * 0.8 / max(len(series), 1)
+    y_max = max([1.0] + [v for g in groups.values() for v in g.values() if v is not None])
+    sy = lambda v: height - pad - v / y_max * (height - 2 * pad - 20)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 16 * len(series)}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height + 16 * len(series)}" fill="white"/>',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14">{title}</text>',
+           f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>']
+    for v in (0.0, y_max / 2, y_max):
+        out.append(f'<text x="{pad - 6}" y="{sy(v) + 4}" text-anchor="end">{v:.2f}</text>')
+    for gi, (label, values) in enumerate(groups.items()):
+        x0 = pad + gi * slot + slot * 0.1
+        for si, name in enumerate(series):
+            v = values.get(name)
+            if v is None:
+                continue
+            out.append(f'<rect x="{x0 + si * bar:.1f}" y="{sy(v):.1f}" width="{bar * 0.9:.1f}" '
+                       f'height="{sy(0) - sy(v):.1f}" fill="{COLORS[si % len(COLORS)]}"/>')
+        for k, part in enumerate(label.split("\n")):
+            out.append(f'<text x="{pad + (gi + 0.5) * slot:.1f}" y="{height - pad + 16 + 13 * k}" '
+                       f'text-anchor="middle">{part}</text>')
+    for si, name in enumerate(series):
+        out.append(f'<text x="{pad}" y="{height + 16 * si + 4}" fill="{COLORS[si % len(COLORS)]}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def bar_chart(groups, path, title):
+    """groups: {group label: {series name: value or None}} -> grouped bars in `path` (PNG through matplotlib;
+    without it an SVG next to it). Returns the path written."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        path = os.path.splitext(path)[0] + ".svg"
+        write_bars_svg(groups, path, title)
+        return path
+    series = list(dict.fromkeys(m for g in groups.values() for m in g))
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups)), 4))
+    for si, name in enumerate(series):
+        xs = [gi + (si - (len(series) - 1) / 2) * width for gi in range(len(groups))]
+        ys = [g.get(name) if g.get(name) is not None else 0.0 for g in groups.values()]
+        ax.bar(xs, ys, width * 0.95, label=name, color=COLORS[si % len(COLORS)])
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_ylim(0, max([1.0] + [v for g in groups.values() for v in g.values() if v is not None]) * 1.05)
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=min(len(series), 6))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None):
