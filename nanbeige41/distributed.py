@@ -52,7 +52,9 @@ def setup(device=None):
     if device == "cuda":
         dev = torch.device("cuda", local)
         torch.cuda.set_device(dev)
-        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+        # NCCL for CUDA tensors, gloo for the CPU ones (the metric all-reduces of Python numbers,
+        # broadcast_object): with NCCL alone those fail ("No backend type associated with ... cpu")
+        dist.init_process_group("cpu:gloo,cuda:nccl", rank=rank, world_size=world, device_id=dev)
     else:
         dev = torch.device("cpu")
         dist.init_process_group("gloo", rank=rank, world_size=world)
