@@ -107,7 +107,7 @@ def generate(model, prompts, max_new_tokens=256, temperature=1.0, top_p=1.0, top
 
 def main():
     from nanbeige41.model import Transformer
-    from nanbeige41.tokenizer import Tokenizer
+    from nanbeige41.tokenizer import EMPTY_THINK, Tokenizer
     p = argparse.ArgumentParser(description="Chat with a checkpoint (HF-format directory with tokenizer).")
     p.add_argument("--ckpt", required=True, help="checkpoint directory (config.json, safetensors, tokenizer.json)")
     p.add_argument("--prompt", required=True)
@@ -116,14 +116,16 @@ def main():
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--top-p", type=float, default=0.95)
     p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--no-think", action="store_true", help="empty think block (thinking off)")
+    p.add_argument("--no-think", action="store_true", help="prefill an empty think block (thinking off)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     model = Transformer.from_pretrained(args.ckpt)
     tok = Tokenizer.from_pretrained(args.ckpt)
     messages = ([{"role": "system", "content": args.system}] if args.system else [])
     messages.append({"role": "user", "content": args.prompt})
-    prompt = tok.render(messages, add_generation_prompt=True, enable_thinking=not args.no_think)
+    prompt = tok.render(messages, add_generation_prompt=True)
+    if args.no_think:  # the 4.1 template has no thinking-off switch: write the empty block for the model
+        prompt += EMPTY_THINK
     out = generate(model, [tok.encode(prompt)], args.max_new_tokens, args.temperature, args.top_p,
                    args.top_k, eos_ids=[tok.im_end_id], seed=args.seed)[0]
     print(tok.decode(out["tokens"]))
