@@ -783,17 +783,18 @@ class Episode:
         ids = None
         if seg is not None and seg["state"] == state and self.turns:
             # append-only since the last prompt: extend the segment with the text render puts after the last
-            # assistant turn. Rendered on a two-message probe: a tool result's layout does not depend on what
-            # came before it, and this keeps the cost per turn independent of the context length. When the
-            # template shows the turn differently once it is no longer last (no reasoning: no think block),
-            # `after` does not extend `before` and the prompt is rendered afresh below.
+            # assistant turn -- provided the template shows that turn exactly as the model wrote it (the 4.1
+            # template shows an intermediate turn without reasoning with no think block, while the model may have
+            # written an empty one; a rollout must see what deployment would render). Rendered on a two-message
+            # probe: a turn's and a tool result's layout do not depend on what came before them, and this keeps
+            # the cost per turn independent of the context length.
             probe = [{"role": "user", "content": "."}] + messages[-1 - len(self.turns[-1]["observations"]):]
-            before = self.tok.render(probe[:2])
+            last_gen = self.turns[-1]["generated_ids"]
+            closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
+            before = self.tok.render(probe[:1], add_generation_prompt=True) + self.tok.decode(last_gen + closing)
             after = self.tok.render(probe, add_generation_prompt=True)
             if after.startswith(before):
-                last_gen = self.turns[-1]["generated_ids"]
-                closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
-                appended = closing + self.tok.encode("\n" + after[len(before):])
+                appended = closing + self.tok.encode(after[len(before):])
                 if len(seg["prompt_ids"]) + len(seg["completion_ids"]) + len(appended) <= budget:
                     ids = appended
         if ids is not None:
