@@ -49,7 +49,7 @@ Rules of the template, all reproduced by `render`:
   an empty block); an intermediate turn without reasoning has none. `keep_all_think=True` applies the after-the-
   query rule to every turn.
 - Reasoning comes from `reasoning_content` (or `thinking` / `reasoning`, which transformers copies into it), else
-  from an inline `<think>...</think>` at the start of the content.
+  from an inline `<think>...</think>` in the content (what precedes the first `</think>`).
 - Tool calls follow the content, one per `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`, joined
   by newlines (and separated from non-empty content by one); ARGS is a string argument verbatim, else `tojson`.
   The template pastes NAME raw, so names that JSON would escape (quotes, backslashes, control characters) are
