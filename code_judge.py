@@ -1555,15 +1555,16 @@ def extract_code(text, lang="python"):
 
 
 def format_ok(text, lang="python", *, truncated=False, require_think=True):
-    """R_format: not truncated; if `require_think`, exactly one '</think>' with reasoning before it;
+    """R_format: not truncated; if `require_think`, the text opens the think block itself ("<think>": the 4.1
+    generation prompt ends at "<|im_start|>assistant\n") and closes it once, with reasoning inside;
     the answer holds exactly one fenced block, tagged with the expected language."""
     if truncated:
         return False
     answer = text
     if require_think:
-        if text.count("</think>") != 1 or "<think>" in text.split("</think>")[1]:
+        if not text.startswith("<think>") or text.count("<think>") != 1 or text.count("</think>") != 1:
             return False
-        reasoning, answer = text.split("</think>")
+        reasoning, answer = text.removeprefix("<think>").split("</think>")
         if not reasoning.strip():
             return False
     blocks = FENCE.findall(answer)
@@ -1628,8 +1629,8 @@ def reward_components(problem, text, *, lang="python", truncated=False, require_
 def code_reward(problem, response_text, *, truncated=False, stage="code2", w_format=0.1, w_correctness=1.0,
                 w_time=0.5, complexity_judge="measured", model_judge=None, fast=True, lang="python",
                 limits=None, isolation="auto"):
-    """The reward the GRPO trainer calls for one generated assistant text (everything after
-    "<|im_start|>assistant\n<think>\n", i.e. "{reasoning}\n</think>\n\n{content}").
+    """The reward the GRPO trainer calls for one generated assistant text (everything after the
+    generation prompt "<|im_start|>assistant\n", i.e. "<think>\n{reasoning}\n</think>\n\n{content}").
 
     stage "code1": R = w_format*R_format + w_correctness*PassRate (section 2.3.3, Stage 1);
     stage "code2": + w_time*R_time when PassRate = 1 (the gate). complexity_judge: "measured" (the

@@ -81,7 +81,7 @@ from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.data import read_jsonl
 from nanbeige41.model import ModelConfig, Transformer
-from nanbeige41.tokenizer import IM_END, IM_START, THINK, THINK_END, Tokenizer, toy_tokenizer_path
+from nanbeige41.tokenizer import EMPTY_THINK, IM_END, IM_START, THINK, THINK_END, Tokenizer, toy_tokenizer_path
 
 TOY_INIT = "runs/toy/sft"
 TOY_DATA = {"point": "data/toy/prefs.jsonl", "pair": "data/toy/pairs.jsonl"}
@@ -133,7 +133,7 @@ def pair_loss(d_wl, d_lw, swap_weight):
 
 def split_response(response):
     """Decoded assistant text -> (reasoning, content). Drops what follows the end of turn; the reasoning is what
-    precedes "</think>" (a leading "<think>" is optional: rollouts start after the generation prompt's)."""
+    precedes "</think>", after the "<think>" the model opens (optional here: text without one is accepted)."""
     for stop in (IM_END, "<|endoftext|>"):
         response = response.split(stop)[0]
     if THINK_END not in response:
@@ -346,7 +346,7 @@ def model_judge(model, tokenizer, max_new_tokens=64):
 
     def judge(prompt_messages, response, checklist):
         text = tokenizer.render([{"role": "user", "content": judge_prompt(prompt_messages, response, checklist)}],
-                                add_generation_prompt=True, enable_thinking=False)
+                                add_generation_prompt=True) + EMPTY_THINK  # thinking off: the block is prefilled
         out = generate(model, [tokenizer.encode(text)], max_new_tokens, temperature=0, eos_ids=[tokenizer.im_end_id])
         return parse_verdicts(tokenizer.decode(out[0]["tokens"], skip_special_tokens=True), len(checklist))
     return judge

@@ -35,8 +35,9 @@ Answer scoring: SQuAD-normalised exact match, token F1, the GAIA scorer's rules,
 
 Not covered / departures: the paper's LLM summarisation in visit (we extract sentences by term overlap); the
 sandbox's file tools; multiple agent frameworks for trajectory synthesis (one scripted expert walks the gold
-path); reasoning of earlier turns is kept inside the tool loop (the chat format drops it only before the last
-user query). Dropping whole old turns when the window is full is our choice; the paper does not say how it
+path); reasoning of earlier turns is kept inside the tool loop (the 4.1 chat format drops it only before the last
+user query, so every turn after the question keeps it; a turn without reasoning is shown with no think block, and
+the note or forced-answer request the context policy inserts are user queries too). Dropping whole old turns when the window is full is our choice; the paper does not say how it
 fits 600 turns into 256k tokens.
 """
 import json
@@ -696,8 +697,9 @@ CUT_OFF = "Error: the reply was cut off at the token limit. Be brief; call a too
 
 
 def assistant_text(tokenizer, message):
-    """What a model writes after the generation prompt for `message`, in render's layout (reasoning,
-    </think>, content, tool calls, <|im_end|>). Placed after a user turn so its reasoning is kept."""
+    """What a model writes after the generation prompt for `message`, in render's layout (<think>, reasoning,
+    </think>, content, tool calls, <|im_end|>). Rendered as the last turn after a user query, so its think block is
+    always there (empty when the message has no reasoning), as the model generates it."""
     probe = [{"role": "user", "content": "."}]
     head = tokenizer.render(probe, add_generation_prompt=True)
     return tokenizer.render(probe + [message])[len(head):].rstrip("\n")
@@ -781,15 +783,18 @@ class Episode:
         ids = None
         if seg is not None and seg["state"] == state and self.turns:
             # append-only since the last prompt: extend the segment with the text render puts after the last
-            # assistant turn. Rendered on a two-message probe: a tool result's layout does not depend on what
-            # came before it, and this keeps the cost per turn independent of the context length.
+            # assistant turn -- provided the template shows that turn exactly as the model wrote it (the 4.1
+            # template shows an intermediate turn without reasoning with no think block, while the model may have
+            # written an empty one; a rollout must see what deployment would render). Rendered on a two-message
+            # probe: a turn's and a tool result's layout do not depend on what came before them, and this keeps
+            # the cost per turn independent of the context length.
             probe = [{"role": "user", "content": "."}] + messages[-1 - len(self.turns[-1]["observations"]):]
-            before = self.tok.render(probe[:2])
+            last_gen = self.turns[-1]["generated_ids"]
+            closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
+            before = self.tok.render(probe[:1], add_generation_prompt=True) + self.tok.decode(last_gen + closing)
             after = self.tok.render(probe, add_generation_prompt=True)
             if after.startswith(before):
-                last_gen = self.turns[-1]["generated_ids"]
-                closing = [] if last_gen and last_gen[-1] == self.tok.im_end_id else [self.tok.im_end_id]
-                appended = closing + self.tok.encode("\n" + after[len(before):])
+                appended = closing + self.tok.encode(after[len(before):])
                 if len(seg["prompt_ids"]) + len(seg["completion_ids"]) + len(appended) <= budget:
                     ids = appended
         if ids is not None:

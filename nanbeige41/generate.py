@@ -110,6 +110,7 @@ def generate(model, prompts, max_new_tokens=256, temperature=1.0, top_p=1.0, top
 def main():
     from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
     from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import EMPTY_THINK
     p = argparse.ArgumentParser(description="Chat with a checkpoint (HF-format directory with tokenizer).")
     p.add_argument("--ckpt", required=True, help="checkpoint directory (config.json, safetensors, tokenizer.json)")
     p.add_argument("--prompt", required=True)
@@ -118,7 +119,7 @@ def main():
     p.add_argument("--temperature", type=non_negative_float, default=0.7)
     p.add_argument("--top-p", type=positive_float, default=0.95)
     p.add_argument("--top-k", type=non_negative_int, default=0)
-    p.add_argument("--no-think", action="store_true", help="empty think block (thinking off)")
+    p.add_argument("--no-think", action="store_true", help="prefill an empty think block (thinking off)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     try:  # a bad --ckpt is one line naming the directory and what is wrong, not a traceback
@@ -128,7 +129,9 @@ def main():
     model = Transformer.from_pretrained(args.ckpt)
     messages = ([{"role": "system", "content": args.system}] if args.system else [])
     messages.append({"role": "user", "content": args.prompt})
-    prompt = tok.render(messages, add_generation_prompt=True, enable_thinking=not args.no_think)
+    prompt = tok.render(messages, add_generation_prompt=True)
+    if args.no_think:  # the 4.1 template has no thinking-off switch: write the empty block for the model
+        prompt += EMPTY_THINK
     out = generate(model, [tok.encode(prompt)], args.max_new_tokens, args.temperature, args.top_p,
                    args.top_k, eos_ids=[tok.im_end_id], seed=args.seed)[0]
     print(tok.decode(out["tokens"]))

@@ -6,8 +6,9 @@ What is here
 - `train_toy_tokenizer`: a deterministic byte-level BPE for the toy world, with the family's special tokens.
 - `toy_tokenizer_path`: where the committed toy tokenizer lives (`data/toy/tokenizer`).
 
-The chat format (model-facts.md, "Chat format"): a conversation with tools, one tool-calling step and a
-generation prompt renders as
+The chat format is the Nanbeige4.1-3B chat template (model-facts.md, "Chat format"; the template text is
+`shared/fixtures/chat_templates/nanbeige4.1-3b.chat_template.RECONSTRUCTED.jinja`, see "Which template" below). A
+conversation with tools, one tool-calling step and a generation prompt renders as
 
     <|im_start|>system
     {system prompt}
@@ -36,43 +37,50 @@ generation prompt renders as
     {result 2}
     </tool_response><|im_end|>
     <|im_start|>assistant
-    <think>
-                                                   <- the generation prompt ends here; the model writes on
+                                                   <- the generation prompt ends here; the model opens <think>
 
-Loss mask (encode_chat) and generation agree on one boundary: the generation prompt
-`<|im_start|>assistant\n<think>\n` is prompt (mask 0); everything the model writes after it -- reasoning,
-`\n</think>\n\n`, content, tool calls and the closing `<|im_end|>` -- is mask 1; the `\n` after `<|im_end|>` is
-prompt again (generation stops at `<|im_end|>`). encode_chat tokenizes the whole rendered conversation
-(ids == encode(render(messages)), as transformers does) and masks by character offsets. For SFT and RL to see the
-same tokens, the ids before a final assistant turn must equal encode(render(prefix, add_generation_prompt=True)):
-true when no token spans the newline that ends the generation prompt. The toy tokenizer makes every newline its
-own pre-token, so it always holds there (tested); for other tokenizers it depends on their split pattern (GPT-2's,
-for one, joins a newline to a following run of spaces).
+Rules of the template, all reproduced by `render`:
+- No system message: a default one (the identity prompt; with tools, the Chinese tool-calling-expert prompt, which
+  the template joins to `# Tools` with no separator). A non-leading system message is a plain turn.
+- Tools go into the system turn: `# Tools`, one `tojson` schema per line inside `<tools></tools>`, the call format.
+- The "last query" is the last user message that is not wrapped in `<tool_response>...</tool_response>`. Assistant
+  turns up to it have NO think block (their reasoning is dropped). After it, a turn gets
+  `<think>\n{reasoning}\n</think>\n\n` when it has reasoning or is the conversation's last message (then possibly
+  an empty block); an intermediate turn without reasoning has none. `keep_all_think=True` applies the after-the-
+  query rule to every turn.
+- Reasoning comes from `reasoning_content` (or `thinking` / `reasoning`, which transformers copies into it), else
+  from an inline `<think>...</think>` in the content (what precedes the first `</think>`).
+- Tool calls follow the content, one per `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`, joined
+  by newlines (and separated from non-empty content by one); ARGS is a string argument verbatim, else `tojson`.
+  The template pastes NAME raw, so names that JSON would escape (quotes, backslashes, control characters) are
+  rejected here instead of rendered as broken JSON.
+- Consecutive `tool` messages share one `user` turn, each result as `\n<tool_response>\n{result}\n</tool_response>`.
+- Generation prompt `<|im_start|>assistant\n`: the model writes `<think>` itself. The template has no switch for
+  thinking off; `EMPTY_THINK` appended to the prompt is this project's way to ask for an answer without reasoning
+  (it is what the template renders for a final turn with no reasoning).
 
-Where this matches the released Nanbeige4.1-3B template and where it does not. We could not download the official
-`tokenizer_config.json`; what we matched comes from a public copy of the Nanbeige4.1-3B template (HTML-scraped from
-the model page of a derived 4.1-3B checkpoint, tags stripped, reconstructed) and from public descriptions of the
-Nanbeige4.2-3B template. Matched: the two default system prompts (identity prompt without tools; the Chinese
-tool-calling-expert prompt with tools, which the template joins to `# Tools` with no separator), the `# Tools` text,
-the tool-call JSON layout (string arguments verbatim, others through `tojson`), newline rules between content and
-tool calls, grouping of consecutive tool results into one user turn, the "last user query" rule (a user message
-wrapped in `<tool_response>...</tool_response>` does not count), extraction of `<think>...</think>` from an
-assistant's content when `reasoning_content` is absent, and a non-leading system message rendered as a plain turn.
-Departures, all deliberate and following model-facts.md:
-- Generation prompt `<|im_start|>assistant\n<think>\n` (an empty think block when enable_thinking=False). The 4.1
-  copy appends only `<|im_start|>assistant\n` and lets the model open `<think>` itself; the `<think>\n` suffix and
-  the enable_thinking switch are the 4.2 template's.
-- Every assistant turn carries a think block; reasoning of turns up to the last user query is dropped to an empty
-  block `<think>\n\n</think>\n\n`. The 4.1 copy omits the block entirely for those turns (and for later turns whose
-  reasoning is empty); the empty block is the 4.2 template's `preserve_thinking=false` form and keeps every
-  rendered assistant turn in the shape the model generates. The `keep_all_think` switch is not implemented.
-- Tool-call names go through `tojson` (identical output for ordinary names; the released template pastes the raw
-  name, which breaks the JSON when a name holds a quote).
-- List-of-parts content (multimodal) is rejected; the family's text model only ever sees strings here.
-The released template's text is not copied: the Jinja below is written for this project, and its parity with
-`render` is what tests/test_tokenizer.py checks through `transformers.AutoTokenizer.apply_chat_template`. It marks
-the assistant-written text with transformers' `{% generation %}` tag, so `return_assistant_tokens_mask=True` gives
-encode_chat's mask; a Jinja engine without that extension will not parse the template.
+Loss mask (encode_chat) and generation agree on one boundary: the header `<|im_start|>assistant\n` is prompt
+(mask 0); everything the model writes after it -- `<think>`, reasoning, `</think>`, content, tool calls and the
+closing `<|im_end|>` -- is mask 1; the `\n` after `<|im_end|>` is prompt again (generation stops at `<|im_end|>`),
+and so are tool results, which sit in user turns. Every assistant turn is masked in the form it is rendered in: a
+turn before the last query trains the answer without its reasoning (the template's form); to train on each turn's
+own reasoning, call encode_chat on each prefix that ends with that turn. encode_chat tokenizes the whole rendered
+conversation (ids == encode(render(messages)), as transformers does) and masks by character offsets. For SFT and RL
+to see the same tokens, the ids before a final assistant turn must equal encode(render(prefix,
+add_generation_prompt=True)): true when no token spans the newline that ends the generation prompt. The toy
+tokenizer makes every newline its own pre-token, so it always holds there (tested); for other tokenizers it
+depends on their split pattern (GPT-2's, for one, joins a newline to a following run of spaces).
+
+Which template. The family's 2511 release (Nanbeige4-3B-Thinking-2511) publishes its template; the 4.1 page's
+public copies show the same text with one line changed, the `keep_all_think` switch (also read from
+`extra_body.keep_all_think`). We follow that 4.1 reconstruction, because this project reproduces 4.1; without
+`keep_all_think` both render the same strings. tests/test_tokenizer.py renders varied conversations through the
+fixture text with transformers' Jinja settings (`apply_chat_template(..., chat_template=FIXTURE)`) and checks that
+`render` and our saved template give identical strings (skipped when the fixture directory is absent). The saved
+template (CHAT_TEMPLATE) is written for this project rather than copied: it computes the same strings and marks the
+assistant-written text with transformers' `{% generation %}` tag, so `return_assistant_tokens_mask=True` gives
+encode_chat's mask; a Jinja engine without that extension will not parse it. List-of-parts (multimodal) content is
+rejected; the family's text model only ever sees strings here.
 """
 
 import itertools
@@ -106,8 +114,10 @@ TOOLS_FOOTER = (
     '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
     "</tool_call>"
 )
-GENERATION_PROMPT = f"{IM_START}assistant\n{THINK}\n"
-NO_THINKING_SUFFIX = f"\n{THINK_END}\n\n"  # appended to GENERATION_PROMPT when enable_thinking=False
+GENERATION_PROMPT = f"{IM_START}assistant\n"  # the 4.1 template's: the model opens <think> itself
+# An empty think block: what the template renders for a final assistant turn with no reasoning. Appended to the
+# generation prompt it asks for an answer without reasoning (the template itself has no thinking-off switch).
+EMPTY_THINK = f"{THINK}\n\n{THINK_END}\n\n"
 ROLES = ("system", "user", "assistant", "tool")
 # transformers copies reasoning given under these older names into `reasoning_content` before templating; we do
 # the same so both renderers see the same conversation.
@@ -119,9 +129,10 @@ def _tojson(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-# Our own Jinja rendering of the format above, written to reproduce `Tokenizer.render` exactly. The
-# {% generation %} blocks mark the assistant-produced text, so transformers' return_assistant_tokens_mask gives the
-# same mask as encode_chat. Kept in a raw string: the `\n` escapes are Jinja's to interpret.
+# Our own Jinja rendering of the 4.1 template, written to reproduce `Tokenizer.render` exactly (and so the fixture
+# template's strings). The {% generation %} blocks mark the assistant-produced text, so transformers'
+# return_assistant_tokens_mask gives the same mask as encode_chat. Kept in a raw string: the `\n` escapes are
+# Jinja's to interpret.
 CHAT_TEMPLATE = (
     r"""{#- Nanbeige4.1 chat format, written for nanbeige41 (nanbeige41/tokenizer.py documents it). -#}
 {%- set default_system = '""" + DEFAULT_SYSTEM_PROMPT + r"""' -%}
@@ -139,7 +150,8 @@ CHAT_TEMPLATE = (
     {{- messages[0].content if has_system else default_system -}}
 {%- endif -%}
 {{- '<|im_end|>\n' -}}
-{#- The last real user query: reasoning of assistant turns up to it is dropped. -#}
+{%- set keep_all = keep_all_think or (extra_body is defined and extra_body.keep_all_think) -%}
+{#- The last real user query: assistant turns up to it are rendered without their reasoning. -#}
 {%- set ns = namespace(last_query=(messages | length) - 1, found=false) -%}
 {%- for message in messages | reverse -%}
     {%- if not ns.found and message.role == 'user' and message.content is string
@@ -156,24 +168,24 @@ CHAT_TEMPLATE = (
         {%- if message.reasoning_content is string -%}
             {%- set reasoning = message.reasoning_content -%}
         {%- elif '</think>' in content -%}
-            {%- set reasoning = content.split('</think>')[0].split('<think>')[-1] -%}
-            {%- set content = content.split('</think>')[-1] -%}
+            {%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
         {%- else -%}
             {%- set reasoning = '' -%}
         {%- endif -%}
-        {%- if loop.index0 <= ns.last_query -%}
-            {%- set reasoning = '' -%}
-        {%- endif -%}
-        {%- set content = content.lstrip('\n') -%}
-        {{- '<|im_start|>assistant\n<think>\n' -}}
+        {{- '<|im_start|>assistant\n' -}}
         {%- generation -%}
-        {{- reasoning.strip('\n') + '\n</think>\n\n' + content -}}
+        {%- if (loop.index0 > ns.last_query or keep_all) and (loop.last or reasoning) -%}
+            {{- '<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}
+        {%- else -%}
+            {{- content -}}
+        {%- endif -%}
         {%- for call in message.tool_calls or [] -%}
             {%- set call = call.function if call.function is defined else call -%}
             {%- if not loop.first or content -%}
                 {{- '\n' -}}
             {%- endif -%}
-            {{- '<tool_call>\n{"name": ' + (call.name | tojson) + ', "arguments": ' -}}
+            {{- '<tool_call>\n{"name": "' + call.name + '", "arguments": ' -}}
             {{- call.arguments if call.arguments is string else (call.arguments | tojson) -}}
             {{- '}\n</tool_call>' -}}
         {%- endfor -%}
@@ -191,10 +203,7 @@ CHAT_TEMPLATE = (
     {%- endif -%}
 {%- endfor -%}
 {%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\n<think>\n' -}}
-    {%- if enable_thinking is defined and enable_thinking is false -%}
-        {{- '\n</think>\n\n' -}}
-    {%- endif -%}
+    {{- '<|im_start|>assistant\n' -}}
 {%- endif -%}
 """
 )
@@ -298,20 +307,21 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ chat format
 
-    def render(self, messages, tools=None, add_generation_prompt: bool = False, enable_thinking: bool = True) -> str:
-        """The conversation as the model reads it (see the module docstring for the layout)."""
-        segments = self._segments(messages, tools, add_generation_prompt, enable_thinking)
+    def render(self, messages, tools=None, add_generation_prompt: bool = False, keep_all_think: bool = False) -> str:
+        """The conversation as the model reads it (see the module docstring for the layout). keep_all_think: keep
+        the reasoning of assistant turns before the last user query too (the 4.1 template's switch)."""
+        segments = self._segments(messages, tools, add_generation_prompt, keep_all_think)
         return "".join(text for text, _ in segments)
 
-    def encode_chat(self, messages, tools=None) -> tuple[list[int], list[int]]:
+    def encode_chat(self, messages, tools=None, keep_all_think: bool = False) -> tuple[list[int], list[int]]:
         """Token ids of `render(messages, tools)` and a loss mask: 1 on what the assistant wrote, else 0.
 
-        The mask of each assistant turn starts right after its `<|im_start|>assistant\\n<think>\\n` header and ends
-        with its `<|im_end|>` (included). Turns before the last user query are masked too, with the empty think
-        block they are rendered with; to train on each turn's own reasoning, call encode_chat on each prefix that
-        ends with that assistant turn.
+        The mask of each assistant turn starts right after its `<|im_start|>assistant\\n` header (so it includes
+        the `<think>` the model opens itself) and ends with its `<|im_end|>` (included). Tool results (user turns)
+        are 0. Turns before the last user query are masked too, in the form they are rendered in (no think block);
+        to train on each turn's own reasoning, call encode_chat on each prefix that ends with that assistant turn.
         """
-        segments = self._segments(messages, tools, False, True)
+        segments = self._segments(messages, tools, False, keep_all_think)
         # Character spans of the assistant-written text, in order.
         spans, position = [], 0
         for text, is_assistant in segments:
@@ -329,7 +339,7 @@ class Tokenizer:
             mask.append(int(k < len(spans) and spans[k][0] < end))
         return encoding.ids, mask
 
-    def _segments(self, messages, tools, add_generation_prompt, enable_thinking) -> list[tuple[str, bool]]:
+    def _segments(self, messages, tools, add_generation_prompt, keep_all_think) -> list[tuple[str, bool]]:
         """The rendered conversation as (text, written_by_assistant) pieces; CHAT_TEMPLATE mirrors this."""
         messages = [_check_message(i, m) for i, m in enumerate(_check_list("messages", messages))]
         if not messages:
@@ -365,18 +375,21 @@ class Tokenizer:
                 if reasoning is None:
                     reasoning = ""
                     if THINK_END in content:  # reasoning left inline in the content, as some datasets store it
-                        reasoning = content.split(THINK_END)[0].split(THINK)[-1]
-                        content = content.split(THINK_END)[-1]
-                if i <= last_query:
-                    reasoning = ""
-                reasoning, content = reasoning.strip("\n"), content.lstrip("\n")
-                written = f"{reasoning}\n{THINK_END}\n\n{content}"
+                        reasoning = content.split(THINK_END)[0].rstrip("\n").split(THINK)[-1].lstrip("\n")
+                        content = content.split(THINK_END)[-1].lstrip("\n")
+                # The template's rule: a think block after the last query, and there only for a turn with
+                # reasoning or the final message (which then shows an empty block).
+                if (i > last_query or keep_all_think) and (i == len(messages) - 1 or reasoning):
+                    shown_reasoning, shown_content = reasoning.strip("\n"), content.lstrip("\n")
+                    written = f"{THINK}\n{shown_reasoning}\n{THINK_END}\n\n{shown_content}"
+                else:
+                    written = content
                 for k, call in enumerate(message["tool_calls"]):
-                    if k > 0 or content:  # a newline separates calls from content and from each other
+                    if k > 0 or content:  # a newline separates calls from (unstripped) content and each other
                         written += "\n"
-                    name, arguments = _tojson(call["name"]), call["arguments"]
+                    arguments = call["arguments"]
                     arguments = arguments if isinstance(arguments, str) else _tojson(arguments)  # strings verbatim
-                    written += f'{TOOL_CALL}\n{{"name": {name}, "arguments": {arguments}}}\n{TOOL_CALL_END}'
+                    written += f'{TOOL_CALL}\n{{"name": "{call["name"]}", "arguments": {arguments}}}\n{TOOL_CALL_END}'
                 segments += [(GENERATION_PROMPT, False), (written + IM_END, True), ("\n", False)]
             elif role == "tool":
                 text = f"\n<tool_response>\n{content}\n</tool_response>"
@@ -386,16 +399,17 @@ class Tokenizer:
                     text += f"{IM_END}\n"
                 segments.append((text, False))
         if add_generation_prompt:
-            segments.append((GENERATION_PROMPT + ("" if enable_thinking else NO_THINKING_SUFFIX), False))
+            segments.append((GENERATION_PROMPT, False))
         return segments
 
     def parse_assistant(self, text: str) -> dict:
         """Split generated assistant text into reasoning, content and tool calls. Never raises on bad output.
 
-        `text` is what follows the generation prompt (`reasoning\\n</think>\\n\\ncontent...<|im_end|>`); a leading
-        `<think>` is accepted too. Returns dict(reasoning, content, tool_calls=[{name, arguments}], errors=[str]).
-        reasoning is None when no `</think>` was written: with a thinking generation prompt that means the
-        reasoning never closed (e.g. truncated) and `content` holds the unfinished reasoning.
+        `text` is what follows the generation prompt: `<think>\\nreasoning\\n</think>\\n\\ncontent...<|im_end|>`, or
+        content with no think block (the form of a turn before the last query); text that starts inside the
+        reasoning (no `<think>`, then `</think>`) is accepted too. Returns dict(reasoning, content,
+        tool_calls=[{name, arguments}], errors=[str]). reasoning is None when no think block was written; a
+        `<think>` that never closes (e.g. truncated) is an error, with the unfinished reasoning as reasoning.
         """
         errors = []
         for stop in (IM_END, ENDOFTEXT):  # generation stops at the first end-of-turn; ignore anything after it
@@ -510,6 +524,8 @@ def _check_message(index, message) -> dict:
         name, arguments = call.get("name"), call.get("arguments")
         if not isinstance(name, str) or not name:
             raise ValueError(f"{field}.name: expected a non-empty string, got {name!r}")
+        if _tojson(name) != f'"{name}"':  # the template pastes the name between quotes unescaped
+            raise ValueError(f"{field}.name: {name!r} holds a character JSON would escape (quote, backslash, control)")
         if isinstance(arguments, str):
             try:
                 parsed = json.loads(arguments)

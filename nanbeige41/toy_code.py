@@ -19,8 +19,8 @@ Records follow LiveCodeBench (`question_id`, `question_content`, `public_test_ca
 Prompt/response format used by SFT and RL (see code_prompt / code_response / response_text):
     user:      the statement + "Write a Python program that reads standard input and prints the answer."
     assistant: "<think>\n{reasoning}\n</think>\n\n```python\n{code}\n```"
-The GRPO trainer scores the text after "<|im_start|>assistant\n<think>\n" with
-code_judge.code_reward(problem, text, truncated=..., stage=...).
+The GRPO trainer scores the text after the generation prompt "<|im_start|>assistant\n" (the model
+opens <think> itself) with code_judge.code_reward(problem, text, truncated=..., stage=...).
 
 Run:
     python -m nanbeige41.toy_code --out data/toy/code_problems.jsonl   # writes the shipped set
@@ -271,9 +271,10 @@ def code_response(solution):
 
 
 def response_text(solution):
-    """What the model writes after '<|im_start|>assistant\\n<think>\\n' (the text code_reward scores)."""
+    """What the model writes after the generation prompt '<|im_start|>assistant\\n' (the text code_reward
+    scores)."""
     r = code_response(solution)
-    return f"{r['reasoning_content']}\n</think>\n\n{r['content']}"
+    return f"<think>\n{r['reasoning_content']}\n</think>\n\n{r['content']}"
 
 
 def main(argv=None):

@@ -271,7 +271,8 @@ def test_model_complexity_judge_over_openai_compatible_http():
 # ----------------------------------------------------------------------------- gated reward
 
 def response(code, reasoning="Hash map, O(n)."):
-    return f"{reasoning}\n</think>\n\n```python\n{code}\n```"
+    # what the model writes after the generation prompt "<|im_start|>assistant\n": it opens <think> itself
+    return f"<think>\n{reasoning}\n</think>\n\n```python\n{code}\n```"
 
 
 def test_format_check():
@@ -281,7 +282,9 @@ def test_format_check():
     assert not cj.format_ok("```python\nprint(1)\n```")                       # no reasoning layout
     assert not cj.format_ok(good + "\n```python\nprint(2)\n```")              # two blocks
     assert not cj.format_ok(response("print(1)").replace("```python", "```cpp"))
-    assert not cj.format_ok("\n</think>\n\n```python\nprint(1)\n```")         # empty reasoning
+    assert not cj.format_ok("<think>\n\n</think>\n\n```python\nprint(1)\n```")  # empty reasoning
+    assert not cj.format_ok(good.removeprefix("<think>"))                     # the model did not open <think>
+    assert not cj.format_ok("<think>\n" + good)                               # opened twice
     assert cj.extract_code(good + "\n```python\nprint(2)\n```") == "print(2)\n"
     assert cj.format_ok("plain code", require_think=False)
 
@@ -303,7 +306,7 @@ def test_gated_reward_components():
     assert r["total"] == pytest.approx(0.1 + r["correctness"])
     r = cj.code_reward(problem, response(fast_code), truncated=True, stage="code1")
     assert r["format"] == 0.0 and r["correctness"] == 1.0
-    r = cj.code_reward(problem, "I think the answer is 3.\n</think>\n\n3", stage="code2")
+    r = cj.code_reward(problem, "<think>\nI think the answer is 3.\n</think>\n\n3", stage="code2")
     assert r["total"] == 0.0 and r["verdicts"] == ["CE"] * r["total_tests"]
     batch = cj.code_rewards([problem] * 3, [response(fast_code), response(slow_code), "x"], stage="code1")
     assert [b["correctness"] for b in batch] == [1.0, 1.0, 0.0]

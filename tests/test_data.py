@@ -149,7 +149,11 @@ def test_mixture_stream_efficiency_and_realised_ratios(toy_docs, seq_len, mixtur
         stream = data.MixtureStream(docs, mixture, seq_len, seed=3, unit=unit)
         rows = [stream.next_row() for _ in range(300)]
         efficiency = sum(r["real_tokens"] for r in rows) / (len(rows) * seq_len)
-        assert efficiency >= 0.97, efficiency
+        # Shares of documents at 256 (not the default): nearly half the documents are ~150-token code problems, one
+        # per row, and the short documents drawn barely fill the gaps, so the fill depends on the draw (0.92-0.98
+        # over seeds 1-5 on the shipped corpus). What the stream guarantees there is its tail_fill (0.9) per row.
+        floor = 0.9 if (unit, seq_len) == ("docs", 256) else 0.97
+        assert efficiency >= floor, (unit, efficiency)
         for domain, shares in stream.realised().items():
             assert abs(shares[which] - mixture[domain] / total) < 0.04, (unit, domain, shares)
 

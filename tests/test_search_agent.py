@@ -1,4 +1,5 @@
 """search_agent.py tools, web backends (against a local HTTP server), answer scoring, critic, SFT data."""
+import itertools
 import json
 import math
 import os
@@ -344,6 +345,24 @@ def test_sft_records_fit_a_toy_context():
     path = os.path.join(ROOT, "data", "toy", "search_sft.jsonl")
     lengths = [len(tok.encode_chat(r["messages"], r["tools"])[0]) for r in map(json.loads, open(path, encoding="utf-8"))]
     assert max(lengths) < 950  # measured 842 (mean 677) with the shipped toy tokenizer; < ~900 is the target
+
+
+
+def test_sft_trajectories_train_every_turn_with_its_reasoning():
+    # The 4.1 template drops reasoning only before the last user query; in an agent trajectory that is the question,
+    # so every assistant turn after it is trained with its think block, opening <think> included, and no tool
+    # result is in the loss.
+    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    path = os.path.join(ROOT, "data", "toy", "search_sft.jsonl")
+    for r in list(map(json.loads, open(path, encoding="utf-8")))[::10]:
+        ids, mask = tok.encode_chat(r["messages"], r["tools"])
+        turns = [tok.decode([i for i, _ in run]) for masked, run in itertools.groupby(zip(ids, mask), lambda x: x[1])
+                 if masked]  # the masked runs, one per assistant turn
+        assistant = [m for m in r["messages"] if m["role"] == "assistant"]
+        assert len(turns) == len(assistant)
+        for text, m in zip(turns, assistant):
+            assert text.startswith(f"<think>\n{m['reasoning_content']}\n</think>\n\n") and "<tool_response>" not in text
 
 
 def test_extract_answer_convention():

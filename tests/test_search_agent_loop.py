@@ -251,7 +251,9 @@ def test_loss_mask_covers_exactly_the_generated_tokens(tok, toolbox):
         assert seg["completion_ids"][turn["span"][0]:turn["span"][1]] == ids
         assert all(seg["loss_mask"][turn["span"][0]:turn["span"][1]])
     unmasked = tok.decode([i for i, m in zip(seg["completion_ids"], seg["loss_mask"]) if not m])
-    assert unmasked.count("<tool_response>") == 3 and "<think>" in unmasked  # tool results + generation prompts
+    # unmasked: tool results (in user turns) and generation prompts, which end before the <think> the model writes
+    assert unmasked.count("<tool_response>") == 3 and unmasked.count("<|im_start|>assistant\n") == 3
+    assert "<think>" not in unmasked and tok.decode(masked).count("<think>") == 4
     # one conversation, two ways: the segment is what encode_chat gives for the same messages
     ids, mask = tok.encode_chat(rec["messages"], toolbox.schemas)
     assert ids[-1:] == tok.encode("\n") and mask[-1] == 0  # encode_chat closes the last turn with a newline
@@ -342,3 +344,16 @@ def test_cli_scripted_json():
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)
     assert rec["termination"] == "answer" and rec["score"] == 1.0 and rec["config"]["max_turns"] == 600
+
+
+def test_turn_without_reasoning_starts_a_new_segment(tok, toolbox):
+    # The model writes an empty think block; the 4.1 template shows an intermediate turn without reasoning with no
+    # block at all. The next prompt then cannot extend the token-in/token-out segment: it is rendered afresh.
+    script = [dict(call("search", query="Kessa mayor"), reasoning_content=""), answer("Kessa")]
+    rec = sa.run_agent(sa.ScriptedPolicy(replay(script), tok), "Who?", tok, toolbox)
+    assert rec["final_answer"] == "Kessa" and [s["turns"] for s in rec["segments"]] == [[0], [1]]
+    assert tok.decode(rec["segments"][0]["completion_ids"]).startswith("<think>\n\n</think>\n\n<tool_call>")
+    view = sa.view_messages(rec, 1)
+    assert rec["segments"][1]["prompt_ids"] == tok.encode(tok.render(view, tools=toolbox.schemas,
+                                                                     add_generation_prompt=True))
+    assert "<|im_start|>assistant\n<tool_call>" in tok.decode(rec["segments"][1]["prompt_ids"])

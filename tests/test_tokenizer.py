@@ -1,13 +1,17 @@
-"""Tokenizer and chat format: parity with transformers' apply_chat_template, loss masks, parsing, bad input.
+"""Tokenizer and chat format: parity with the family's template and transformers, loss masks, parsing, bad input.
 
-The parity tests save our tokenizer, load it back with `transformers.AutoTokenizer` and compare strings, token ids
-and assistant masks over a few hundred generated conversations (multi-turn, reasoning, tool calls with nested
-arguments, consecutive tool results, unicode, with/without system and tools, generation prompt on/off). A
-hand-written golden string pins the layout itself, independently of both renderers.
+The parity tests render a few hundred generated conversations (multi-turn with earlier reasoning, reasoning in
+`reasoning_content` or inline `<think>`, tool calls with nested arguments, consecutive tool results, unicode,
+with/without system and tools, generation prompt on/off, keep_all_think on/off) three ways and compare the strings:
+`render`, the public 4.1 template text from the shared fixtures through transformers' `apply_chat_template(...,
+chat_template=FIXTURE)` (its Jinja settings: trim_blocks, lstrip_blocks, its tojson), and our saved template loaded
+back with `transformers.AutoTokenizer` (which also gives token ids and assistant masks). A hand-written golden string
+pins the layout itself, independently of all renderers.
 """
 
 import hashlib
 import json
+import os
 import random
 import subprocess
 import sys
@@ -16,6 +20,7 @@ import pytest
 
 from nanbeige41.tokenizer import (
     DEFAULT_SYSTEM_PROMPT,
+    EMPTY_THINK,
     GENERATION_PROMPT,
     TOOL_SYSTEM_PROMPT,
     Tokenizer,
@@ -66,14 +71,16 @@ def random_tool_call(rng):
 def random_assistant(rng, calls=0):
     message = {"role": "assistant", "content": random_text(rng)}
     style = rng.random()
-    if style < 0.6:
+    if style < 0.5:
         message["reasoning_content"] = random_text(rng)
+    elif style < 0.6:  # empty or blank reasoning: the template's truthiness decides whether a block is shown
+        message["reasoning_content"] = rng.choice(["", "\n", "\n\n"])
     elif style < 0.75:  # reasoning left inline in the content
-        message["content"] = f"<think>\n{random_text(rng)}\n</think>\n\n{message['content']}"
+        message["content"] = f"{rng.choice(['<think>', ''])}{random_text(rng)}</think>{random_text(rng)}"
     if calls:
         message["tool_calls"] = [random_tool_call(rng) for _ in range(calls)]
         if rng.random() < 0.3:
-            message["content"] = rng.choice([None, ""])
+            message["content"] = rng.choice([None, "", "\n"])
     return message
 
 
@@ -205,17 +212,19 @@ def test_from_pretrained_adds_missing_chat_tokens(tmp_path):
     assert loaded.pad_id == loaded.endoftext_id  # no <unk> to pad with
     ids, mask = loaded.encode_chat([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}])
     assert ids.count(loaded.im_start_id) == 3 and ids.count(loaded.think_id) == 1
-    assert loaded.decode([i for i, m in zip(ids, mask) if m]) == "\n</think>\n\nyo<|im_end|>"
-    # GPT-2's split pattern joins the generation prompt's last newline to the spaces that open this reasoning: the
-    # straddling token counts as assistant, the same rule transformers applies to {% generation %} masks.
+    assert loaded.decode([i for i, m in zip(ids, mask) if m]) == "<think>\n\n</think>\n\nyo<|im_end|>"
+    # GPT-2's split pattern joins the generation prompt's last newline to the spaces that open an answer rendered
+    # without a think block (a turn before the last query): the straddling token counts as assistant, the same rule
+    # transformers applies to {% generation %} masks.
     transformers = pytest.importorskip("transformers")
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "  x", "content": "y"}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "r", "content": "  x"},
+                {"role": "user", "content": "again"}]
     ids, mask = loaded.encode_chat(messages)
     loaded.save_pretrained(tmp_path / "saved")
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path / "saved").apply_chat_template(
         messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert (theirs["input_ids"], theirs["assistant_masks"]) == (ids, mask)
-    assert loaded.decode([i for i, m in zip(ids, mask) if m]).startswith("\n  x\n</think>")
+    assert loaded.decode([i for i, m in zip(ids, mask) if m]).startswith("\n  x<|im_end|>")
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         Tokenizer.from_pretrained(tmp_path / "nowhere")
 
@@ -230,12 +239,16 @@ def test_toy_tokenizer_path():
 def test_golden_layout(tok):
     messages = [
         {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi."},
+        {"role": "assistant", "reasoning_content": "Greet back.", "content": "Hello."},  # before the last query
         {"role": "user", "content": "Weather?"},
         {"role": "assistant", "reasoning_content": "Need a lookup.", "content": "Checking.",
          "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}},
                         {"name": "get_weather", "arguments": '{"city":"Nice"}'}]},
         {"role": "tool", "content": "18C"},
         {"role": "tool", "content": "22C"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "get_weather", "arguments": {}}]},  # no reasoning
+        {"role": "tool", "content": "?"},
         {"role": "assistant", "reasoning_content": "Compare.", "content": "Nice is warmer."},
     ]
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": {}}}
@@ -246,23 +259,33 @@ def test_golden_layout(tok):
         "For each function call, return a json object with function name and arguments within "
         '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
         "<args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nHi.<|im_end|>\n"
+        "<|im_start|>assistant\nHello.<|im_end|>\n"  # reasoning dropped: no think block at all
         "<|im_start|>user\nWeather?<|im_end|>\n"
         "<|im_start|>assistant\n<think>\nNeed a lookup.\n</think>\n\nChecking.\n"
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
         '<tool_call>\n{"name": "get_weather", "arguments": {"city":"Nice"}}\n</tool_call><|im_end|>\n'
         "<|im_start|>user\n<tool_response>\n18C\n</tool_response>\n<tool_response>\n22C\n</tool_response>"
         "<|im_end|>\n"
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call><|im_end|>\n'
+        "<|im_start|>user\n<tool_response>\n?\n</tool_response><|im_end|>\n"
         "<|im_start|>assistant\n<think>\nCompare.\n</think>\n\nNice is warmer.<|im_end|>\n"
     )
     assert tok.render(messages, tools=[tool]) == expected
-    # Without a system message: the identity prompt; with tools: the tool-calling prompt, glued to "# Tools".
+    # keep_all_think: the first answer keeps its reasoning too; the intermediate turn without reasoning still has none
+    kept = tok.render(messages, tools=[tool], keep_all_think=True)
+    assert kept == expected.replace("assistant\nHello.", "assistant\n<think>\nGreet back.\n</think>\n\nHello.")
+    # Without a system message: the identity prompt. The generation prompt does not open <think>: the model does.
     plain = tok.render([{"role": "user", "content": "hi"}], add_generation_prompt=True)
     assert plain == f"<|im_start|>system\n{DEFAULT_SYSTEM_PROMPT}<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n" \
-                    "<|im_start|>assistant\n<think>\n"
+                    "<|im_start|>assistant\n"
+    assert GENERATION_PROMPT == "<|im_start|>assistant\n" and EMPTY_THINK == "<think>\n\n</think>\n\n"
+    # With tools and no system message: the tool-calling prompt, glued to "# Tools".
     assert tok.render([{"role": "user", "content": "hi"}], tools=[tool]).startswith(
         f"<|im_start|>system\n{TOOL_SYSTEM_PROMPT}# Tools\n\n")
-    no_think = tok.render([{"role": "user", "content": "hi"}], add_generation_prompt=True, enable_thinking=False)
-    assert no_think.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    # A final answer without reasoning shows an empty block (EMPTY_THINK); the same answer earlier shows none.
+    answer = {"role": "assistant", "content": "yo"}
+    assert tok.render([{"role": "user", "content": "hi"}, answer]).endswith(f"assistant\n{EMPTY_THINK}yo<|im_end|>\n")
 
 
 def test_reasoning_dropped_before_last_query(tok):
@@ -277,40 +300,103 @@ def test_reasoning_dropped_before_last_query(tok):
         {"role": "assistant", "content": "<think>\nr3\n</think>\n\na3"},  # reasoning inline in content
     ]
     text = tok.render(messages)
-    assert "<think>\n\n</think>\n\na1" in text and "r1" not in text
+    assert "<|im_start|>assistant\na1<|im_end|>" in text and "r1" not in text
     assert "<think>\nr2\n</think>\n\na2\n<tool_call>" in text
     assert "<think>\nr3\n</think>\n\na3<|im_end|>" in text
+    assert "<|im_start|>assistant\n<think>\nr1\n</think>\n\na1<|im_end|>" in tok.render(messages, keep_all_think=True)
 
 
-# ---------------------------------------------------------------------- parity with transformers
+# ---------------------------------------------------------------------- parity with the family's template
+
+FIXTURE_DIR = "/work/shared/fixtures/chat_templates"
+FIXTURE_41 = os.path.join(FIXTURE_DIR, "nanbeige4.1-3b.chat_template.RECONSTRUCTED.jinja")  # what we follow
+FIXTURE_2511 = os.path.join(FIXTURE_DIR, "nanbeige4-3b-thinking-2511.chat_template.jinja")
+needs_fixtures = pytest.mark.skipif(not os.path.exists(FIXTURE_41) or not os.path.exists(FIXTURE_2511),
+                                    reason=f"shared chat-template fixtures not present ({FIXTURE_DIR})")
+
+
+def fixture_render(hf_tok, path, messages, tools, **kwargs):
+    """The fixture template's string, rendered by transformers exactly as for a Hub template."""
+    with open(path, encoding="utf-8") as f:
+        template = f.read()
+    return hf_tok.apply_chat_template(messages, tools=tools, tokenize=False, chat_template=template, **kwargs)
+
+
+@needs_fixtures
+@pytest.mark.parametrize("index", range(0, len(CONVERSATIONS), 25))
+def test_render_matches_the_41_template(tok, hf_tok, index):
+    # render, the fixture template and our saved template: one string, for every option combination
+    for messages, tools in CONVERSATIONS[index : index + 25]:
+        for add_generation_prompt in (False, True):
+            for keep_all_think in (False, True):
+                kwargs = dict(add_generation_prompt=add_generation_prompt, keep_all_think=keep_all_think)
+                ours = tok.render(messages, tools=tools, **kwargs)
+                assert ours == fixture_render(hf_tok, FIXTURE_41, messages, tools, **kwargs)
+                assert ours == hf_tok.apply_chat_template(messages, tools=tools, tokenize=False, **kwargs)
+
+
+@needs_fixtures
+def test_41_template_differs_from_2511_only_by_keep_all_think(tok, hf_tok):
+    # The 2511 template renders the same strings as long as keep_all_think is off; the switch (also accepted as
+    # extra_body.keep_all_think) is the 4.1 line, and it changes multi-turn conversations with earlier reasoning.
+    changed = 0
+    for messages, tools in CONVERSATIONS[:60]:
+        assert tok.render(messages, tools) == fixture_render(hf_tok, FIXTURE_2511, messages, tools)
+        kept = tok.render(messages, tools, keep_all_think=True)
+        assert kept == fixture_render(hf_tok, FIXTURE_41, messages, tools, extra_body={"keep_all_think": True})
+        assert kept == hf_tok.apply_chat_template(messages, tools=tools, tokenize=False,
+                                                  extra_body={"keep_all_think": True})
+        changed += kept != fixture_render(hf_tok, FIXTURE_2511, messages, tools, keep_all_think=True)
+    assert changed >= 5
+
+
+def test_conversations_cover_the_template_branches(tok):
+    # The parity tests above are only as good as the conversations: check they reach every branch.
+    seen = {"system": 0, "tools": 0, "reasoning_content": 0, "inline_think": 0, "blank_reasoning": 0,
+            "several_calls": 0, "consecutive_results": 0, "dropped_reasoning": 0, "intermediate_no_block": 0}
+    for messages, tools in CONVERSATIONS:
+        text = tok.render(messages, tools)
+        kept = tok.render(messages, tools, keep_all_think=True)
+        seen["system"] += messages[0]["role"] == "system"
+        seen["tools"] += bool(tools)
+        seen["dropped_reasoning"] += kept != text
+        seen["consecutive_results"] += "</tool_response>\n<tool_response>" in text
+        seen["intermediate_no_block"] += "<|im_start|>assistant\n<tool_call>" in text
+        for m in messages:
+            seen["reasoning_content"] += bool(m.get("reasoning_content", "").strip())
+            seen["blank_reasoning"] += m.get("reasoning_content", "x").strip() == ""
+            seen["inline_think"] += "</think>" in (m.get("content") or "")
+            seen["several_calls"] += len(m.get("tool_calls", [])) > 1
+    assert min(seen.values()) >= 5, seen
+
+
+# ---------------------------------------------------------------------- parity with transformers (our template)
 
 
 @pytest.mark.parametrize("index", range(0, len(CONVERSATIONS), 10))
 def test_render_matches_transformers(tok, hf_tok, index):
-    # each parametrised case checks ten conversations, so a failure names a small range
+    # Our saved template through apply_chat_template: strings and ids (runs without the shared fixtures too).
+    # Each parametrised case checks ten conversations, so a failure names a small range.
     for messages, tools in CONVERSATIONS[index : index + 10]:
         for add_generation_prompt in (False, True):
-            ours = tok.render(messages, tools=tools, add_generation_prompt=add_generation_prompt)
-            theirs = hf_tok.apply_chat_template(messages, tools=tools, tokenize=False,
-                                                add_generation_prompt=add_generation_prompt)
-            assert ours == theirs
-            their_ids = hf_tok.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
-                                                   add_generation_prompt=add_generation_prompt)["input_ids"]
-            assert their_ids == tok.encode(ours)
-        ours = tok.render(messages, tools=tools, add_generation_prompt=True, enable_thinking=False)
-        theirs = hf_tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True,
-                                            enable_thinking=False)
-        assert ours == theirs and ours.endswith("<think>\n\n</think>\n\n")
+            for keep_all_think in (False, True):
+                kwargs = dict(add_generation_prompt=add_generation_prompt, keep_all_think=keep_all_think)
+                ours = tok.render(messages, tools=tools, **kwargs)
+                assert ours == hf_tok.apply_chat_template(messages, tools=tools, tokenize=False, **kwargs)
+                their_ids = hf_tok.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
+                                                       **kwargs)["input_ids"]
+                assert their_ids == tok.encode(ours)
 
 
 def test_masks_match_transformers(tok, hf_tok):
     # The template marks assistant text with {% generation %}, so transformers computes the same loss mask.
     for messages, tools in CONVERSATIONS:
-        ids, mask = tok.encode_chat(messages, tools)
-        theirs = hf_tok.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
-                                            return_assistant_tokens_mask=True)
-        assert theirs["input_ids"] == ids
-        assert theirs["assistant_masks"] == mask
+        for keep_all_think in (False, True):
+            ids, mask = tok.encode_chat(messages, tools, keep_all_think=keep_all_think)
+            theirs = hf_tok.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
+                                                return_assistant_tokens_mask=True, keep_all_think=keep_all_think)
+            assert theirs["input_ids"] == ids
+            assert theirs["assistant_masks"] == mask
 
 
 def test_saved_directory_loads_in_transformers(hf_tok, tok):
@@ -343,20 +429,25 @@ def mask_spans(mask):
     return spans
 
 
-def expected_turn(message, reasoning_kept):
-    """(reasoning, content, tool_calls) that parse_assistant should recover from a rendered assistant turn."""
+def expected_turn(message, after_last_query, is_last):
+    """(reasoning, content, tool_calls) that parse_assistant should recover from a rendered assistant turn, from the
+    rules of model-facts.md: a think block only after the last query, and there only with reasoning or as the last
+    message; reasoning None when no block is shown."""
     content, reasoning = message.get("content") or "", message.get("reasoning_content")
     if reasoning is None:
         reasoning = ""
         if "</think>" in content:
-            reasoning, content = content.split("</think>")[0].split("<think>")[-1], content.split("</think>")[-1]
+            reasoning = content.split("</think>")[0].split("<think>")[-1].strip("\n")
+            content = content.split("</think>")[-1].lstrip("\n")
     calls = []
     for call in message.get("tool_calls", []):
         call = call.get("function", call)
         arguments = call["arguments"]
         calls.append({"name": call["name"], "arguments": json.loads(arguments) if isinstance(arguments, str)
                       else arguments})
-    return (reasoning.strip("\n") if reasoning_kept else ""), content.lstrip("\n"), calls
+    if after_last_query and (is_last or reasoning):
+        return reasoning.strip("\n"), content.lstrip("\n"), calls
+    return None, content, calls
 
 
 def last_query_index(messages):
@@ -369,6 +460,7 @@ def last_query_index(messages):
 
 
 def test_mask_covers_exactly_the_assistant_text(tok):
+    blocks = 0
     for messages, tools in CONVERSATIONS:
         ids, mask = tok.encode_chat(messages, tools)
         assert len(ids) == len(mask) and set(mask) <= {0, 1}
@@ -378,13 +470,18 @@ def test_mask_covers_exactly_the_assistant_text(tok):
         assert len(spans) == len(assistant)
         last_query = last_query_index(messages)
         for (start, end), index in zip(spans, assistant):
-            # every span follows the generation prompt and ends with <|im_end|>
+            # every span follows the generation prompt and ends with <|im_end|>; tool results are never in it
             assert tok.decode(ids[:start]).endswith(GENERATION_PROMPT)
             assert ids[end - 1] == tok.im_end_id and (end == len(ids) or tok.decode(ids[end:end + 1]) == "\n")
+            assert "<tool_response>" not in tok.decode(ids[start:end])
             parsed = tok.parse_assistant(tok.decode(ids[start:end]))
             assert parsed["errors"] == []
             got = (parsed["reasoning"], parsed["content"], parsed["tool_calls"])
-            assert got == expected_turn(messages[index], reasoning_kept=index > last_query)
+            assert got == expected_turn(messages[index], index > last_query, index == len(messages) - 1)
+            # a shown think block is written by the model, its opening <think> included
+            assert (ids[start] == tok.think_id) == (got[0] is not None)
+            blocks += got[0] is not None
+    assert blocks > 100
 
 
 def test_sft_and_rollout_see_the_same_tokens(tok):
@@ -418,7 +515,7 @@ def test_parse_assistant_round_trip(tok):
         {"name": "run_python", "arguments": {"code": "print(1)"}}]}
     # a full turn with its opening <think> parses the same; anything after <|im_end|> is ignored
     assert tok.parse_assistant("<think>\n" + generated + "junk") == parsed
-    # no think block at all (enable_thinking=False prompt already closed it)
+    # no think block at all: the form of an answer before the last query
     assert tok.parse_assistant("Just text.<|im_end|>") == {"reasoning": None, "content": "Just text.",
                                                            "tool_calls": [], "errors": []}
 
@@ -478,6 +575,8 @@ def test_parse_assistant_never_raises(tok):
     ([{"role": "assistant", "content": "a", "reasoning_content": 3}], r"messages\[0\]\.reasoning_content: expected"),
     ([{"role": "assistant", "content": 5}], r"messages\[0\]\.content: expected a string or None"),
     ([{"role": "assistant", "content": "", "tool_calls": [{"arguments": {}}]}], r"tool_calls\[0\]\.name"),
+    ([{"role": "assistant", "content": "", "tool_calls": [{"name": 'say"hi', "arguments": {}}]}],
+     r"tool_calls\[0\]\.name: .* JSON would escape"),
     ([{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f",
                                                                                              "arguments": "{x"}}]}],
      r"messages\[0\]\.tool_calls\[0\]\.function\.arguments: string is not valid JSON"),

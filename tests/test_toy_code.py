@@ -113,7 +113,7 @@ def test_prompt_and_response_format_scores_full_reward(problems):
     assert r["content"].count("```") == 2 and r["content"].startswith("```python\n")
     assert fast["complexity"] in r["reasoning_content"] and fast["approach"] in r["reasoning_content"]
     text = tc.response_text(fast)
-    assert text == f"{r['reasoning_content']}\n</think>\n\n{r['content']}"
+    assert text == f"<think>\n{r['reasoning_content']}\n</think>\n\n{r['content']}"
     assert cj.extract_code(text) == fast["code"] + "\n"
     scored = cj.code_rewards([p, p], [text, tc.response_text(slow)], stage="code2")
     assert scored[0]["format"] == 1.0 and scored[0]["correctness"] == 1.0 and scored[0]["time"] == 1.0
