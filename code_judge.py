@@ -415,12 +415,15 @@ def send(kind, body=b"", *fields):
 lim = spec["limits"]
 def setlim(name, value):
     resource.setrlimit(getattr(resource, name), (value, value))
+# What a program sees is the same in every run of the same Limits, test run or timing run alike:
+# CPU and file-size caps that do not depend on the batch (its size, its inputs). The harness's own
+# are set so that a forked program inherits them; only when an input is larger than the program's
+# output cap does the harness need a larger file-size cap, and the program lowers it again.
 def program_limits():
-    # What a program sees is the same in every run of the same Limits, test run or timing run alike:
-    # per-process CPU and file-size caps that do not depend on the batch (its size, its inputs).
-    setlim("RLIMIT_CPU", lim["cpu_test"]); setlim("RLIMIT_FSIZE", lim["fsize_test"])
+    setlim("RLIMIT_FSIZE", lim["fsize_test"])
+LOWER_FSIZE = lim["fsize"] != lim["fsize_test"]
 setlim("RLIMIT_CORE", 0); setlim("RLIMIT_NOFILE", lim["nofile"]); setlim("RLIMIT_FSIZE", lim["fsize"])
-setlim("RLIMIT_CPU", lim["cpu"])
+resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_test"], lim["cpu_hard"]))  # a backstop: the wall clock kills first
 if os.getuid() == 0 and spec["uid"] is not None:
     if spec["nnp"]:  # the unshare path: no setuid binary may give root back (bwrap sets this itself)
         import ctypes
@@ -460,15 +463,17 @@ EXIT = {0: "ok", 10: "RE", 11: "MLE", 12: "WA"}
 # sends it when told the test is ready ("W") and times go -> record. No mode flag: it asks the pipe.
 def next_input():
     return read_exact(int(read_exact(10))).decode()
+go_ready = select.poll()
+go_ready.register(ctl, select.POLLIN)
 def wait_go():
-    if not select.select([ctl], [], [], 0)[0]:
+    if not go_ready.poll(0):
         send("W")
     if not os.read(ctl, 1): os._exit(3)
 def child(code, text, functional, fd_in, fd_out, fd_ret):
     # Runs in a forked process per test. It gets no channel to the judge: the records are written
     # by the harness (its parent) only, so a program cannot forge them or the end marker.
     os.close(chan); os.close(ctl)
-    program_limits()
+    if LOWER_FSIZE: program_limits()
     os.dup2(fd_in, 0); os.dup2(fd_out, 1)
     sys.stdin = open(0, "r", encoding="utf-8", closefd=False)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
@@ -536,7 +541,7 @@ def run_cpp():
     for i in range(spec["count"]):
         fd_in, fd_out, fd_err = fresh_files(next_input())
         wait_go()
-        rc = subprocess.run(["./main"], stdin=fd_in, stdout=fd_out, stderr=fd_err, preexec_fn=program_limits).returncode
+        rc = subprocess.run(["./main"], stdin=fd_in, stdout=fd_out, stderr=fd_err, preexec_fn=program_limits if LOWER_FSIZE else None).returncode
         err = os.pread(fd_err, 4096, 0).decode("utf-8", "replace")
         out, over = take_output(fd_out)
         for fd in (fd_in, fd_out, fd_err): os.close(fd)
@@ -771,16 +776,15 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
     start = 0
     while start < n:
         todo = list(range(start, n))
-        test_cpu = int(math.ceil(limits.time_s + limits.startup_s)) + 1  # a backstop: the wall clock kills first
+        test_cpu = int(math.ceil(limits.time_s + limits.startup_s)) + 1  # per process: harness, program
         spec = {"code": code, "count": len(todo), "lang": lang, "mode": mode,
                 "func_name": func_name, "nonce": secrets.token_hex(16),
                 "limits": {"nofile": limits.nofile, "nproc": limits.nproc, "output": limits.output_bytes,
                            "fsize": max(limits.output_bytes, max_input) + (1 << 20),
                            "fsize_test": limits.output_bytes + (1 << 20), "cpu_test": test_cpu,
+                           "cpu_hard": max(test_cpu, int(math.ceil(limits.compile_s))),
                            "as": limits.memory_mb << 20, "compile_as": limits.compile_memory_mb << 20,
-                           "compile_cpu": int(math.ceil(limits.compile_s)),
-                           "cpu": max(test_cpu, int(math.ceil(limits.time_s * len(todo) + limits.startup_s
-                                                              + limits.compile_s)))}}
+                           "compile_cpu": int(math.ceil(limits.compile_s))}}
         workdir = tempfile.mkdtemp(prefix="code_judge_") if backend == "none" else None
         proc = _spawn(backend, limits, spec, [inputs[i] for i in todo], lockstep, workdir)
         sel = selectors.DefaultSelector()
