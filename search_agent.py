@@ -1081,6 +1081,37 @@ def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic
     return results
 
 
+def evaluate_agent(model, tokenizer, questions, toolbox, config, critic=None, batch=16, group_size=1,
+                   temperature=0.0, seed=0):
+    """Held-out accuracy of an in-process model: `group_size` rollouts per question (greedy by default), in
+    lockstep batches of `batch` questions. Returns accuracy (mean score), the turns used, the termination
+    reasons, the rate of tool turns the critic fails, and how often the first search query contains the
+    question's head entity (copied from the question: the skill a toy model must learn first)."""
+    critic = critic or RuleCritic()
+    policy = ModelPolicy(model, tokenizer, temperature=temperature, seed=seed)
+    records = []
+    for i in range(0, len(questions), batch):
+        for q, group in zip(questions[i:i + batch], rollout_groups(policy, questions[i:i + batch], group_size,
+                                                                    tokenizer, toolbox, config, critic)):
+            for rec in group:
+                first = next((c for t in rec["turns"] for c in t["tool_calls"] if c["name"] == "search"), None)
+                query = str((first or {}).get("arguments", {}).get("query", "")) if first else ""
+                rec["copied_head"] = "head_title" in q and q["head_title"].lower() in query.lower()
+                rec["hops"] = q.get("hops")
+                records.append(rec)
+    n = max(len(records), 1)
+    verdicts = [v for r in records for v in r["verdicts"] if v is not None]
+    return {"n": len(records), "accuracy": sum(r["score"] or 0.0 for r in records) / n,
+            "turns": sum(len(r["turns"]) for r in records) / n,
+            "terminations": dict(Counter(r["termination"] for r in records)),
+            "turn_fail_rate": sum(not v["pass"] for v in verdicts) / max(len(verdicts), 1),
+            "first_query_copies_head": sum(r["copied_head"] for r in records) / n,
+            "accuracy_by_hops": {h: sum(r["score"] or 0.0 for r in records if r["hops"] == h)
+                                 / max(1, sum(r["hops"] == h for r in records))
+                                 for h in sorted({r["hops"] for r in records if r["hops"] is not None})},
+            "records": records}
+
+
 def run_agent(policy, question, tokenizer, toolbox, config=None, critic=None, **kwargs):
     return rollout_group(policy, question, 1, tokenizer, toolbox, config, critic, **kwargs)[0]
 

@@ -9,7 +9,8 @@ length curriculum; this module is the data side of that:
   result with no preceding tool call, ...) or None. `check_loss_flags(record)`: the optional per-message
   `"loss": false` on assistant messages (that turn stays in the context, out of the loss) must be a boolean. `load_conversations(specs)` reports and skips those with a count
   per reason, or raises under `strict`.
-- `tokenize(records, tokenizer)`: `encode_chat` ids plus the assistant-only loss mask, per document.
+- `tokenize(records, tokenizer)`: `encode_chat` ids plus the assistant-only loss mask, per document; a `{"text": ...}`
+  record (no `messages`) is a pretraining document, trained on every token (domain `pretrain`).
 - `pack(docs, seq_len)`: best-fit-decreasing packing into rows of `seq_len` tokens. Each document keeps its own
   positions (restarting at 0), which the model turns into block-diagonal causal attention (model.py). Documents
   longer than `seq_len` are truncated or dropped (`overflow`), and counted.
@@ -27,7 +28,7 @@ import os
 import random
 from collections import Counter
 
-DOMAINS = ("code", "search", "stem", "tool", "general")
+DOMAINS = ("code", "search", "stem", "tool", "general", "pretrain")
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -64,7 +65,10 @@ def write_jsonl(path, records):
 
 
 def check_conversation(record):
-    """Why this record cannot be trained on, as a short reason (also the key of the skip counts), or None."""
+    """Why this record cannot be trained on, as a short reason (also the key of the skip counts), or None.
+    A record with `text` and no `messages` is a pretraining document: every token is trained on."""
+    if "text" in record and "messages" not in record:
+        return None if isinstance(record["text"], str) and record["text"].strip() else "empty or non-string text"
     messages = record.get("messages")
     if not isinstance(messages, list) or not messages:
         return "no messages list"
@@ -142,7 +146,7 @@ def load_conversations(paths, strict=False, log=print):
                     raise ValueError(f"{r['_source']}: {problem}")
                 skipped[problem] += 1
                 continue
-            r["domain"] = domain or r.get("domain") or "general"
+            r["domain"] = domain or r.get("domain") or ("pretrain" if "text" in r and "messages" not in r else "general")
             records.append(r)
     if skipped:
         log(f"data: skipped {sum(skipped.values())} conversation(s): "
@@ -158,6 +162,10 @@ def tokenize(records, tokenizer, strict=False, log=print):
     failed check, or raises under strict."""
     docs, skipped = [], Counter()
     for r in records:
+        if "messages" not in r:  # a pretraining document (the toy base model's text): next-token loss everywhere
+            ids = tokenizer.encode(r["text"]) + [tokenizer.endoftext_id]
+            docs.append(dict(ids=ids, mask=[1] * len(ids), domain=r.get("domain", "pretrain")))
+            continue
         try:
             ids, mask = tokenizer.encode_chat(r["messages"], tools=r.get("tools"))
         except ValueError as e:

@@ -1,0 +1,91 @@
+"""Can the toy model learn the search agent's task? The diagnostic behind issue 13's toy base model.
+
+    python bench/agent_learnability.py --out runs/diag --variant base      # pretrain -> SFT -> search SFT -> eval
+    python bench/agent_learnability.py --out runs/diag --variant nobase    # SFT -> search SFT -> eval
+
+Each variant runs the project's own scripts (train_sft.py) and scores the result with
+search_agent.evaluate_agent on held-out questions of the shipped world: accuracy by hops, turns,
+terminations, and the cheapest signal of all, how often the first search query contains the question's
+head entity (copied from the question). Prints one JSON line per variant and writes OUT/VARIANT/eval.json.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def sh(args, log):
+    t = time.time()
+    with open(log, "w") as f:
+        subprocess.run([sys.executable] + args, check=True, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    return time.time() - t
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--variant", default="base", choices=["base", "nobase"])
+    p.add_argument("--worlds", type=int, default=20, help="fresh worlds in the pretraining text")
+    p.add_argument("--pretrain-steps", type=int, default=1000)
+    p.add_argument("--pretrain-batch", type=int, default=8192)
+    p.add_argument("--sft-steps", type=int, default=500)
+    p.add_argument("--search-steps", type=int, default=300)
+    p.add_argument("--search-batch", type=int, default=4096)
+    p.add_argument("--eval-n", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    out = os.path.join(args.out, args.variant)
+    os.makedirs(out, exist_ok=True)
+    from nanbeige41 import data, toy_world
+    times = {}
+    init = []
+    if args.variant == "base":
+        pre = os.path.join(out, "pretrain.jsonl")
+        data.write_jsonl(pre, toy_world.pretraining_docs(range(1, args.worlds + 1)))
+        times["pretrain"] = sh(["train_sft.py", "--config", "toy", "--data", pre, "--mixture", "pretrain=1",
+                                "--seq-len", "512", "--batch-tokens", str(args.pretrain_batch), "--max-steps",
+                                str(args.pretrain_steps), "--eval-data", "--out", os.path.join(out, "base"),
+                                "--seed", str(args.seed), "--quiet"], os.path.join(out, "pretrain.log"))
+        init = ["--init", os.path.join(out, "base")]
+    times["sft"] = sh(["train_sft.py", "--config", "toy", *init, "--max-steps", str(args.sft_steps),
+                       "--out", os.path.join(out, "sft"), "--seed", str(args.seed), "--quiet"],
+                      os.path.join(out, "sft.log"))
+    search = os.path.join(ROOT, "data", "toy", "sft", "search.jsonl")
+    if args.search_steps:
+        times["search"] = sh(["train_sft.py", "--config", "toy", "--init", os.path.join(out, "sft"), "--data", search,
+                              "--mixture", "search=1", "--seq-len", "1024", "--batch-tokens", str(args.search_batch),
+                              "--max-steps", str(args.search_steps), "--lr", "1e-3", "--eval-data",
+                              "--out", os.path.join(out, "search"), "--seed", str(args.seed), "--quiet"],
+                             os.path.join(out, "search.log"))
+    import search_agent as sa
+    from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import Tokenizer
+    ckpt = os.path.join(out, "search" if args.search_steps else "sft")
+    model = Transformer.from_pretrained(ckpt).eval()
+    import torch
+    if torch.cuda.is_available():
+        model = model.cuda()
+    tok = Tokenizer.from_pretrained(ckpt)
+    questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.eval_n]
+    toolbox = sa.make_toolbox("local")
+    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+    t = time.time()
+    ev = sa.evaluate_agent(model, tok, questions, toolbox, config, batch=64)
+    times["eval"] = time.time() - t
+    recs = ev.pop("records")
+    first_queries = [next((c["arguments"] for tt in r["turns"] for c in tt["tool_calls"]), None) for r in recs[:6]]
+    result = {"variant": args.variant, **ev, "times": times, "examples": [
+        {"q": q["question"], "first_call": fq, "answer": r["final_answer"], "gold": q["answer"]}
+        for q, r, fq in zip(questions, recs, first_queries)]}
+    with open(os.path.join(out, "eval.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
