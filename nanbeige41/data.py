@@ -28,7 +28,7 @@ import os
 import random
 from collections import Counter
 
-DOMAINS = ("code", "search", "stem", "tool", "general", "pretrain")
+DOMAINS = ("code", "search", "stem", "tool", "general")  # of conversations; {"text"} records are "pretrain"
 ROLES = ("system", "user", "assistant", "tool")
 
 

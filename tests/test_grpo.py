@@ -315,12 +315,14 @@ def _metrics(path):
 @pytest.mark.slow
 def test_reward_rises_on_a_learnable_task(tmp_path):
     init, tok = _toy_init(tmp_path)
-    args = _run_args(tmp_path, init, max_steps=15)
+    args = _run_args(tmp_path, init, max_steps=15, lr=5e-2)
     train_grpo.run(args, Dist(), env=_synthetic_env(tok, long_item=True))
     rows = [r for r in _metrics(tmp_path / "run" / "metrics.jsonl") if "reward_mean" in r]
     first = sum(r["reward_mean"] for r in rows[:3]) / 3
     last = sum(r["reward_mean"] for r in rows[-3:]) / 3
-    assert last > first + 0.06, (first, last)  # measured: 0.25 -> 0.37 over 15 steps
+    # measured with the issue-13 toy tokenizer: 0.27 -> 0.47 over 15 steps at lr 5e-2 (at 3e-2, 0.26 -> 0.30;
+    # the earlier tokenizer gave 0.25 -> 0.37 at 3e-2: the vowel share of a token depends on the vocabulary)
+    assert last > first + 0.1, (first, last)
     assert all(r["skipped_prompts"] >= 0 for r in rows) and sum(r["skipped_prompts"] for r in rows) >= 1
     assert os.path.isfile(tmp_path / "run" / "model.safetensors")  # the final HF checkpoint
     assert Transformer.from_pretrained(tmp_path / "run").config.vocab_size == tok.vocab_size
