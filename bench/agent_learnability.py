@@ -26,6 +26,39 @@ def sh(args, log):
     return time.time() - t
 
 
+def copy_probe(model, tok, world, questions):
+    """Teacher-forced: feed the scripted expert's trajectory of each question up to its first search query and
+    ask whether the model's greedy next tokens reproduce the head entity's name there. Returns the share of
+    questions whose first name token / every name token is predicted (one forward pass per question)."""
+    import torch
+    import search_agent as sa
+    first = every = n = 0
+    for q in questions:
+        recs = sa.sft_trajectories(world, [q], max_chars=10**9, critic=sa._PassAll())
+        if not recs:
+            continue
+        messages = recs[0]["messages"][:3]  # system, question, first assistant turn (the search call)
+        ids, mask = tok.encode_chat(messages, tools=recs[0]["tools"])
+        text_ids = ids
+        name = tok.encode(q["head_title"])
+        # the name inside the query: the last occurrence of the name's tokens in the assistant part
+        starts = [i for i in range(len(ids) - len(name)) if ids[i:i + len(name)] == name and mask[i]]
+        if not starts:
+            name = tok.encode(" " + q["head_title"])
+            starts = [i for i in range(len(ids) - len(name)) if ids[i:i + len(name)] == name and mask[i]]
+        if not starts:
+            continue
+        start = starts[-1]
+        with torch.no_grad():
+            x = torch.tensor([text_ids], device=model.lm_head.weight.device)
+            logits = model(x, torch.arange(len(text_ids), device=x.device)[None])
+        pred = logits[0, start - 1:start - 1 + len(name)].argmax(-1).tolist()
+        first += pred[0] == name[0]
+        every += pred == name
+        n += 1
+    return {"copy_probe_n": n, "first_name_token": first / max(n, 1), "whole_name": every / max(n, 1)}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -37,6 +70,7 @@ def main():
     p.add_argument("--search-steps", type=int, default=300)
     p.add_argument("--search-batch", type=int, default=4096)
     p.add_argument("--eval-n", type=int, default=64)
+    p.add_argument("--probe-n", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     out = os.path.join(args.out, args.variant)
@@ -71,6 +105,9 @@ def main():
     if torch.cuda.is_available():
         model = model.cuda()
     tok = Tokenizer.from_pretrained(ckpt)
+    probe = copy_probe(model, tok, toy_world.load_world(sa.WORLD_PATH),
+                       toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.probe_n])
+    print(json.dumps(probe), flush=True)
     questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.eval_n]
     toolbox = sa.make_toolbox("local")
     config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
@@ -79,7 +116,7 @@ def main():
     times["eval"] = time.time() - t
     recs = ev.pop("records")
     first_queries = [next((c["arguments"] for tt in r["turns"] for c in tt["tool_calls"]), None) for r in recs[:6]]
-    result = {"variant": args.variant, **ev, "times": times, "examples": [
+    result = {"variant": args.variant, **probe, **ev, "times": times, "examples": [
         {"q": q["question"], "first_call": fq, "answer": r["final_answer"], "gold": q["answer"]}
         for q, r, fq in zip(questions, recs, first_queries)]}
     with open(os.path.join(out, "eval.json"), "w") as f:

@@ -123,6 +123,17 @@ def test_loss_flag_only_on_assistant_and_not_on_every_turn(tmp_path):
     assert len(records) == 1 and skipped == {"every assistant turn has loss false": 1}
 
 
+def test_text_records_are_pretraining_documents_trained_on_every_token(tmp_path):
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    path = _write(tmp_path / "pre.jsonl", [json.dumps({"text": "Kessa is a city in Velmoria."}), json.dumps(_ok()),
+                                           json.dumps({"text": "  "})])
+    records, skipped = data.load_conversations([path], log=lambda *a: None)
+    assert skipped == {"empty or non-string text": 1}
+    pre, chat = data.tokenize(records, tok)
+    assert pre["domain"] == "pretrain" and chat["domain"] == "general"
+    assert pre["ids"] == tok.encode("Kessa is a city in Velmoria.") + [tok.endoftext_id] and all(pre["mask"])
+
+
 def test_valid_tool_conversation_passes_check():
     record = {"messages": [{"role": "user", "content": "x"},
                            {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {}},

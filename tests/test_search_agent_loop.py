@@ -342,3 +342,19 @@ def test_cli_scripted_json():
     assert out.returncode == 0, out.stderr
     rec = json.loads(out.stdout)
     assert rec["termination"] == "answer" and rec["score"] == 1.0 and rec["config"]["max_turns"] == 600
+
+
+def test_evaluate_agent_reports_accuracy_turns_terminations_and_copying(tok, toolbox, questions):
+    """evaluate_agent on a random toy model: the report's fields are consistent with its records."""
+    from nanbeige41.model import ModelConfig, Transformer
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("toy", vocab_size=len(tok), num_hidden_layers=1))
+    model.init_weights()
+    rows = questions[:3]
+    config = sa.AgentConfig(max_turns=2, max_new_tokens=6, max_consecutive_errors=10)
+    ev = sa.evaluate_agent(model, tok, rows, toolbox, config, batch=2)
+    assert ev["n"] == 3 and len(ev["records"]) == 3
+    assert ev["accuracy"] == 0.0 and ev["first_query_copies_head"] == 0.0  # six random tokens solve nothing
+    assert sum(ev["terminations"].values()) == 3 and ev["terminations"].get("max_turns") == 3
+    assert ev["turns"] == 2.0 and ev["turn_fail_rate"] == 1.0  # nothing parsed: every turn fails the critic
+    assert set(ev["accuracy_by_hops"]) == {q["hops"] for q in rows}
