@@ -292,7 +292,8 @@ def assign_advantages(samples, args):
        (section 2.2.1, "any turn that fails ... does not participate in model training or provide a
        negative reward"): for a turn the critic failed,
           --turn-credit penalty:  A_turn = A_traj - turn_penalty
-          --turn-credit mask:     the turn's tokens leave the loss.
+          --turn-credit mask:     the turn's tokens leave the loss;
+          --turn-credit none:     nothing (trajectory-level reward only: the ablation).
     Safe to call once per group as soon as the group is rolled out (dynamic sampling needs the result)."""
     trajs = trajectories(samples)
     for segs in trajs.values():
@@ -313,7 +314,7 @@ def assign_advantages(samples, args):
             for s in segs:
                 s.advantage = a
                 s.token_adv = [a] * len(s.response)
-                for start, end in s.bad_spans:
+                for start, end in (s.bad_spans if args.turn_credit != "none" else []):
                     for i in range(start, end):
                         if args.turn_credit == "mask":
                             s.loss_mask[i] = 0
@@ -489,8 +490,10 @@ def parse_args(argv=None):
     # Agent stage (2.2)
     p.add_argument("--agent-max-turns", type=int, default=8)
     p.add_argument("--agent-context", type=int, default=2048)
-    p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask"])
+    p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask", "none"],
+                   help="what a turn the critic fails gets (none: trajectory reward only, the ablation)")
     p.add_argument("--turn-penalty", type=float, default=0.5)
+    p.add_argument("--agent-max-hops", type=int, default=0, help="train/evaluate on questions of <= this many hops (0: all)")
     # Memory
     p.add_argument("--micro-batch-tokens", type=int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "

@@ -181,8 +181,9 @@ def test_turn_credit_counts_as_signal_for_dynamic_sampling():
     assert group[0].token_adv == pytest.approx([0.0, -0.5, -0.5, 0.0])
     # no turn judged bad: nothing to learn; masking a bad turn adds no gradient either
     assert not has_signal(assign_advantages([_seg(0, 0.0, 4), _seg(1, 0.0, 4)], _args()))
-    assert not has_signal(assign_advantages([_seg(0, 0.0, 4, bad=[(1, 3)]), _seg(1, 0.0, 4)],
-                                            _args(turn_credit="mask")))
+    for mode in ("mask", "none"):
+        assert not has_signal(assign_advantages([_seg(0, 0.0, 4, bad=[(1, 3)]), _seg(1, 0.0, 4)],
+                                                _args(turn_credit=mode)))
     # different rewards are signal as before
     assert has_signal(assign_advantages([_seg(0, 1.0, 4), _seg(1, 0.0, 4)], _args()))
 
