@@ -59,6 +59,30 @@ def copy_probe(model, tok, world, questions):
     return {"copy_probe_n": n, "first_name_token": first / max(n, 1), "whole_name": every / max(n, 1)}
 
 
+def induction_probe(model, tok, world_seed=999, n_pages=150):
+    """Language-model level: on the pages of a world never trained on, the mean loss of an entity name's tokens
+    where the page names it for the first time vs. again (the title line, then every sentence): a model that
+    copies from its context predicts the repeats far better than the first mention."""
+    import torch
+    from nanbeige41 import toy_world
+    world = toy_world.generate_world(world_seed)
+    first, again = [], []
+    for e in world["entities"][:n_pages]:
+        text = f"{e['title']}\n{e['article']}"
+        enc = tok._tokenizer.encode(text, add_special_tokens=False)
+        ids = enc.ids
+        with torch.no_grad():
+            x = torch.tensor([ids], device=model.lm_head.weight.device)
+            logp = model(x)[0].float().log_softmax(-1)
+        starts = [i for i in range(len(text)) if text.startswith(e["title"], i)]
+        for k, c in enumerate(starts):
+            toks = [j for j, (a, b) in enumerate(enc.offsets) if a < c + len(e["title"]) and b > c and j > 0]
+            loss = -sum(float(logp[j - 1, ids[j]]) for j in toks) / max(len(toks), 1)
+            (first if k == 0 else again).append(loss)
+    return {"name_loss_first_mention": sum(first[1:]) / max(len(first) - 1, 1) if first else None,
+            "name_loss_repeat": sum(again) / max(len(again), 1)}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -72,7 +96,19 @@ def main():
     p.add_argument("--eval-n", type=int, default=64)
     p.add_argument("--probe-n", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--probe-only", default=None, help="a checkpoint: print the probes, train nothing")
     args = p.parse_args()
+    if args.probe_only:
+        from nanbeige41 import toy_world
+        from nanbeige41.model import Transformer
+        from nanbeige41.tokenizer import Tokenizer
+        import search_agent as sa
+        model = Transformer.from_pretrained(args.probe_only).eval()
+        tok = Tokenizer.from_pretrained(args.probe_only)
+        print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
+            model, tok, toy_world.load_world(sa.WORLD_PATH),
+            toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.probe_n])}))
+        return
     out = os.path.join(args.out, args.variant)
     os.makedirs(out, exist_ok=True)
     from nanbeige41 import data, toy_world
