@@ -630,7 +630,7 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
     whose path the tools cannot resolve are dropped, and so are records over `max_chars` of JSON (messages
     + tools): a toy model's context is ~1k tokens, and the toy
     4096-vocab BPE gives 3.1-3.9 characters per token here, so 3000 stays under ~900 tokens (measured
-    with the shipped toy tokenizer: max 842, mean 677)."""
+    with the shipped toy tokenizer: max 842, mean 679)."""
     rng = random.Random(seed)
     toolbox = toolbox or Toolbox(LocalWiki(world), None, top_k=3)
     toolbox.reader = toolbox.reader or toolbox.searcher
