@@ -2,6 +2,7 @@
 
     python bench/agent_learnability.py --out runs/diag --variant base      # pretrain -> SFT -> search SFT -> eval
     python bench/agent_learnability.py --out runs/diag --variant nobase    # SFT -> search SFT -> eval
+    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 64 --eval-n 32   # probes + eval only
 
 Each variant runs the project's own scripts (train_sft.py) and scores the result with
 search_agent.evaluate_agent on held-out questions of the shipped world: accuracy by hops, turns,
@@ -105,9 +106,15 @@ def main():
         import search_agent as sa
         model = Transformer.from_pretrained(args.probe_only).eval()
         tok = Tokenizer.from_pretrained(args.probe_only)
+        questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
         print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
-            model, tok, toy_world.load_world(sa.WORLD_PATH),
-            toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.probe_n])}))
+            model, tok, toy_world.load_world(sa.WORLD_PATH), questions[:args.probe_n])}), flush=True)
+        if args.eval_n:  # greedy held-out episodes: 8 turns, 128 new tokens per turn, a 2048-token window
+            config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+            ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], sa.make_toolbox("local"), config,
+                                   batch=args.eval_n)
+            ev.pop("records")
+            print(json.dumps(ev))
         return
     out = os.path.join(args.out, args.variant)
     os.makedirs(out, exist_ok=True)
