@@ -28,9 +28,10 @@ turn_samples(record) cuts a record into per-turn training samples. Policies: Mod
 nanbeige41.generate), EndpointPolicy (OpenAI-compatible), ScriptedPolicy (tests, CLI).
 
 Turn-level judgment (2.2.1 "logical soundness, tool-call accuracy, informational gain"): RuleCritic (offline,
-uses the gold path when known) and LLMCritic (fixed rubric, anchored parsing) share
-`judge(question, turns, gold=None) -> [verdict or None per turn]`; a verdict holds the three scores in
-[0, 1] and `pass`. Failing turns are dropped from the SFT data here and penalised or masked in GRPO.
+judges from the visible trajectory; `use_gold=True` is a privileged variant that reads the gold path) and
+LLMCritic (fixed rubric, anchored parsing) share `judge(question, turns, gold=None) -> [verdict or None per
+turn]`; a verdict holds the three scores in [0, 1] and `pass`. A failing turn stays in its SFT trajectory with
+`"loss": false` (out of the loss, in the context) and is penalised or masked in GRPO.
 Answer scoring: SQuAD-normalised exact match, token F1, the GAIA scorer's rules, an LLM judge.
 
 Not covered / departures: the paper's LLM summarisation in visit (we extract sentences by term overlap); the
@@ -465,19 +466,24 @@ class RuleCritic:
       tool_call_accuracy: fraction of calls that parsed, named a known tool with valid arguments and ran;
       logical_soundness:  0 for a repeated call, 0.5 for a call grounded in nothing seen so far (a query
                           sharing no word with the question and earlier observations, a url never shown);
-      information_gain:   with the gold path, 1 if the observations first reveal a gold-path entity, its
-                          page url or the answer; without it, the fraction of new words, scaled (>= 0.3 -> 1).
-    pass: every dimension >= threshold. The final-answer turn gets None (the answer score judges it)."""
+      information_gain:   by default from the visible trajectory only, like the paper's critic model
+                          (2.2.1): 0 when the observations share no word with what the call asked for (or
+                          say "No results"), else the share of words never seen before, scaled (>= 0.3 -> 1).
+    pass: every dimension >= threshold. The final-answer turn gets None (the answer score judges it).
 
-    def __init__(self, threshold=0.5):
-        self.threshold = threshold
+    use_gold=True is PRIVILEGED: information_gain is then 1 only when the observations first reveal an
+    entity of the question's gold path, its page url or the answer, which no critic knows at test time.
+    It is off by default (SFT data filtering, the agent stage, the CLI); a caller must ask for it."""
+
+    def __init__(self, threshold=0.5, use_gold=False):
+        self.threshold, self.use_gold = threshold, use_gold
 
     def judge(self, question, turns, gold=None):
         # What the agent has seen so far, kept as sets so that judging n turns costs O(n), not O(n^2).
         seen_terms, seen_urls = set(terms(question)), set(_urls(question))
         seen_calls = set()
         gold_items = []
-        if gold:
+        if gold and self.use_gold:  # privileged: see the class docstring
             gold_items = [gold["answer"].lower()]
             if gold["answer"].isdigit():  # pages print numbers with thousands separators
                 gold_items.append(f"{int(gold['answer']):,}")
@@ -497,8 +503,10 @@ class RuleCritic:
             n_ok = sum(bool(ok) for ok in turn.get("ok", []))
             accuracy = n_ok / max(len(calls) + len(turn.get("parse_errors") or []), 1)
             soundness = 1.0
+            asked = set()  # the words of what the calls asked for (query, goal, url)
             for call in calls:
                 args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+                asked |= set(terms(" ".join(map(str, args.values()))))
                 if _calls_key(call) in seen_calls:
                     soundness = 0.0
                 elif call.get("name") == "visit" and str(args.get("url", "")).lower() not in seen_urls:
@@ -506,18 +514,22 @@ class RuleCritic:
                 elif call.get("name") == "search" and not set(terms(" ".join(map(str, args.values())))) & seen_terms:
                     soundness = min(soundness, 0.5)
                 seen_calls.add(_calls_key(call))
-            observed = "\n".join(o for o, ok in zip(turn.get("observations", []), turn.get("ok", [])) if ok).lower()
+            shown = [o for o, ok in zip(turn.get("observations", []), turn.get("ok", [])) if ok]
+            observed = "\n".join(shown).lower()
             observed_terms = set(terms(observed))
             if gold_items:
                 revealed = {g for g in gold_items if g not in seen_gold and g in observed}
                 gain = float(bool(revealed))
                 seen_gold |= revealed
+            elif not observed_terms & asked or all(o.startswith("No results") for o in shown):
+                gain = 0.0  # nothing about what was asked
             else:
                 gain = min(1.0, len(observed_terms - seen_terms) / max(len(observed_terms), 1) / 0.3)
             seen_terms |= observed_terms
             seen_urls.update(_urls(observed))
             scores = {"logical_soundness": soundness, "tool_call_accuracy": accuracy, "information_gain": gain}
-            verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()), "judge": "rule"})
+            verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()),
+                             "judge": "rule-gold" if gold_items else "rule"})
         return verdicts
 
 
@@ -613,11 +625,13 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
 
     The expert searches "<known entity> <relation words>"; when the result snippets already name the next
     entity it moves on, otherwise it visits the known entity's page with a goal. Observations come from the
-    real tools, so the data matches what the agent sees in RL. Trajectories with a turn the critic fails,
-    or whose path the tools cannot resolve, are dropped (the paper's turn-level filtering), and so are
-    records over `max_chars` of JSON (messages + tools): a toy model's context is ~1k tokens, and the toy
+    real tools, so the data matches what the agent sees in RL. A turn the critic fails stays in the
+    trajectory with `"loss": false` on its assistant message (the paper's turn-level filtering, 2.2.1 and
+    Figure 2: the turn "does not participate in model training"; later turns still see it). Trajectories
+    whose path the tools cannot resolve are dropped, and so are records over `max_chars` of JSON (messages
+    + tools): a toy model's context is ~1k tokens, and the toy
     4096-vocab BPE gives 3.1-3.9 characters per token here, so 3000 stays under ~900 tokens (measured
-    with the shipped toy tokenizer: max 842, mean 677)."""
+    with the shipped toy tokenizer: max 842, mean 679)."""
     rng = random.Random(seed)
     toolbox = toolbox or Toolbox(LocalWiki(world), None, top_k=3)
     toolbox.reader = toolbox.reader or toolbox.searcher
@@ -666,10 +680,14 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
         messages.append({"role": "assistant", "reasoning_content": f"{reasoning} So the answer is {answer}.",
                          "content": format_answer(answer)})
         verdicts = critic.judge(q["question"], turns, q)
+        assistant = [m for m in messages if m["role"] == "assistant"]  # one per turn, in order
+        for m, v in zip(assistant, verdicts):
+            if v is not None and not v["pass"]:
+                m["loss"] = False
         record = {"messages": messages, "tools": DEFAULT_TOOLS, "domain": "search",
                   "id": q["id"], "answer": answer}
         size = len(json.dumps(messages, ensure_ascii=False)) + len(json.dumps(record["tools"]))
-        if all(v is None or v["pass"] for v in verdicts) and size <= max_chars:
+        if size <= max_chars:
             records.append(record)
     return records
 
@@ -1066,6 +1084,37 @@ def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic
             records.append(rec)
         results.append(records)
     return results
+
+
+def evaluate_agent(model, tokenizer, questions, toolbox, config, critic=None, batch=16, group_size=1,
+                   temperature=0.0, seed=0):
+    """Held-out accuracy of an in-process model: `group_size` rollouts per question (greedy by default), in
+    lockstep batches of `batch` questions. Returns accuracy (mean score), the turns used, the termination
+    reasons, the rate of tool turns the critic fails, and how often the first search query contains the
+    question's head entity (copied from the question: the skill a toy model must learn first)."""
+    critic = critic or RuleCritic()
+    policy = ModelPolicy(model, tokenizer, temperature=temperature, seed=seed)
+    records = []
+    for i in range(0, len(questions), batch):
+        for q, group in zip(questions[i:i + batch], rollout_groups(policy, questions[i:i + batch], group_size,
+                                                                    tokenizer, toolbox, config, critic)):
+            for rec in group:
+                first = next((c for t in rec["turns"] for c in t["tool_calls"] if c["name"] == "search"), None)
+                query = str((first or {}).get("arguments", {}).get("query", "")) if first else ""
+                rec["copied_head"] = "head_title" in q and q["head_title"].lower() in query.lower()
+                rec["hops"] = q.get("hops")
+                records.append(rec)
+    n = max(len(records), 1)
+    verdicts = [v for r in records for v in r["verdicts"] if v is not None]
+    return {"n": len(records), "accuracy": sum(r["score"] or 0.0 for r in records) / n,
+            "turns": sum(len(r["turns"]) for r in records) / n,
+            "terminations": dict(Counter(r["termination"] for r in records)),
+            "turn_fail_rate": sum(not v["pass"] for v in verdicts) / max(len(verdicts), 1),
+            "first_query_copies_head": sum(r["copied_head"] for r in records) / n,
+            "accuracy_by_hops": {h: sum(r["score"] or 0.0 for r in records if r["hops"] == h)
+                                 / max(1, sum(r["hops"] == h for r in records))
+                                 for h in sorted({r["hops"] for r in records if r["hops"] is not None})},
+            "records": records}
 
 
 def run_agent(policy, question, tokenizer, toolbox, config=None, critic=None, **kwargs):

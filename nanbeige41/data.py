@@ -6,9 +6,11 @@ length curriculum; this module is the data side of that:
 - `read_jsonl(path)`: records of a JSONL file; a malformed line fails with `file:line` and what is wrong, an empty
   file is an error.
 - `check_conversation(record)`: why a conversation cannot be trained on (no assistant turn, unknown role, a tool
-  result with no preceding tool call, ...) or None. `load_conversations(specs)` reports and skips those with a count
+  result with no preceding tool call, ...) or None. `check_loss_flags(record)`: the optional per-message
+  `"loss": false` on assistant messages (that turn stays in the context, out of the loss) must be a boolean. `load_conversations(specs)` reports and skips those with a count
   per reason, or raises under `strict`.
-- `tokenize(records, tokenizer)`: `encode_chat` ids plus the assistant-only loss mask, per document.
+- `tokenize(records, tokenizer)`: `encode_chat` ids plus the assistant-only loss mask, per document; a `{"text": ...}`
+  record (no `messages`) is a pretraining document, trained on every token (domain `pretrain`).
 - `pack(docs, seq_len)`: best-fit-decreasing packing into rows of `seq_len` tokens. Each document keeps its own
   positions (restarting at 0), which the model turns into block-diagonal causal attention (model.py). Documents
   longer than `seq_len` are truncated or dropped (`overflow`), and counted.
@@ -26,7 +28,7 @@ import os
 import random
 from collections import Counter
 
-DOMAINS = ("code", "search", "stem", "tool", "general")
+DOMAINS = ("code", "search", "stem", "tool", "general")  # of conversations; {"text"} records are "pretrain"
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -63,7 +65,10 @@ def write_jsonl(path, records):
 
 
 def check_conversation(record):
-    """Why this record cannot be trained on, as a short reason (also the key of the skip counts), or None."""
+    """Why this record cannot be trained on, as a short reason (also the key of the skip counts), or None.
+    A record with `text` and no `messages` is a pretraining document: every token is trained on."""
+    if "text" in record and "messages" not in record:
+        return None if isinstance(record["text"], str) and record["text"].strip() else "empty or non-string text"
     messages = record.get("messages")
     if not isinstance(messages, list) or not messages:
         return "no messages list"
@@ -84,9 +89,28 @@ def check_conversation(record):
             open_calls = 0
     if not any(m["role"] == "assistant" for m in messages):
         return "no assistant turn"
+    if not any(m["role"] == "assistant" and m.get("loss", True) is not False for m in messages):
+        return "every assistant turn has loss false"
     if record.get("domain") is not None and record["domain"] not in DOMAINS:
         return f"unknown domain {record['domain']!r}"
     return None
+
+
+def check_loss_flags(record):
+    """Per-message loss flags: `"loss": false` on an assistant message keeps that turn in the context but out of
+    the loss (turn-level filtering of search trajectories, paper 2.2.1: the trajectory stays, the failing turn
+    does not train). The flag is optional (default true), must be a JSON boolean and only assistant messages may
+    carry it. A wrong one raises ValueError naming `file:line`, strict or not: skipping the record would silently
+    change what is trained on, and guessing could train on a turn its writer meant to exclude."""
+    messages = record.get("messages")
+    for i, m in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(m, dict) or "loss" not in m:
+            continue
+        where = f"{record.get('_source', '?')}: messages[{i}].loss"
+        if not isinstance(m["loss"], bool):
+            raise ValueError(f"{where}: expected true or false, got {json.dumps(m['loss'])}")
+        if m.get("role") != "assistant":
+            raise ValueError(f"{where}: only assistant messages are trained on, this one is {m.get('role')!r}")
 
 
 def parse_data_spec(spec):
@@ -115,13 +139,14 @@ def load_conversations(paths, strict=False, log=print):
     for item in paths:
         domain, path = item if isinstance(item, tuple) else (None, item)
         for r in read_jsonl(path):
+            check_loss_flags(r)
             problem = check_conversation(r)
             if problem is not None:
                 if strict:
                     raise ValueError(f"{r['_source']}: {problem}")
                 skipped[problem] += 1
                 continue
-            r["domain"] = domain or r.get("domain") or "general"
+            r["domain"] = domain or r.get("domain") or ("pretrain" if "text" in r and "messages" not in r else "general")
             records.append(r)
     if skipped:
         log(f"data: skipped {sum(skipped.values())} conversation(s): "
@@ -137,6 +162,10 @@ def tokenize(records, tokenizer, strict=False, log=print):
     failed check, or raises under strict."""
     docs, skipped = [], Counter()
     for r in records:
+        if "messages" not in r:  # a pretraining document (the toy base model's text): next-token loss everywhere
+            ids = tokenizer.encode(r["text"]) + [tokenizer.endoftext_id]
+            docs.append(dict(ids=ids, mask=[1] * len(ids), domain=r.get("domain", "pretrain")))
+            continue
         try:
             ids, mask = tokenizer.encode_chat(r["messages"], tools=r.get("tools"))
         except ValueError as e:

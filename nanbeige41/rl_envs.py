@@ -162,6 +162,9 @@ def agent_env(args, tokenizer, log):
     rows = read_jsonl(args.data or TOY_QUESTIONS)
     train = [r for r in rows if r.get("split", "train") == "train"]
     held_out = [r for r in rows if r.get("split") == "test"]
+    if args.agent_max_hops:  # an easier curriculum: train (and evaluate) on questions of at most this many hops
+        train = [r for r in train if r.get("hops", 1) <= args.agent_max_hops]
+        held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
     toolbox = search_agent.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
                                       max_context_tokens=args.agent_context)

@@ -320,6 +320,8 @@ class Tokenizer:
         the `<think>` the model opens itself) and ends with its `<|im_end|>` (included). Tool results (user turns)
         are 0. Turns before the last user query are masked too, in the form they are rendered in (no think block);
         to train on each turn's own reasoning, call encode_chat on each prefix that ends with that assistant turn.
+        An assistant message with `"loss": false` stays in the ids with mask 0 (the chat template's
+        {% generation %} marks do not know this flag: the mask is encode_chat's).
         """
         segments = self._segments(messages, tools, False, keep_all_think)
         # Character spans of the assistant-written text, in order.
@@ -390,7 +392,7 @@ class Tokenizer:
                     arguments = call["arguments"]
                     arguments = arguments if isinstance(arguments, str) else _tojson(arguments)  # strings verbatim
                     written += f'{TOOL_CALL}\n{{"name": "{call["name"]}", "arguments": {arguments}}}\n{TOOL_CALL_END}'
-                segments += [(GENERATION_PROMPT, False), (written + IM_END, True), ("\n", False)]
+                segments += [(GENERATION_PROMPT, False), (written + IM_END, message["loss"]), ("\n", False)]
             elif role == "tool":
                 text = f"\n<tool_response>\n{content}\n</tool_response>"
                 if i == 0 or messages[i - 1]["role"] != "tool":
@@ -541,7 +543,14 @@ def _check_message(index, message) -> dict:
         else:
             raise ValueError(f"{field}.arguments: expected a dict or a JSON string, got {type(arguments).__name__}")
         calls.append({"name": name, "arguments": arguments})
-    return {"role": role, "content": content, "reasoning_content": reasoning, "tool_calls": calls}
+    # "loss": false on an assistant message keeps the turn in the context but out of the SFT loss (the paper's
+    # turn-level filtering, section 2.2.1: a turn the critic fails "does not participate in model training")
+    loss = message.get("loss", True)
+    if not isinstance(loss, bool):
+        raise ValueError(f"{where}.loss: expected true or false, got {loss!r}")
+    if role != "assistant" and "loss" in message:
+        raise ValueError(f"{where}.loss: only assistant messages are trained on")
+    return {"role": role, "content": content, "reasoning_content": reasoning, "tool_calls": calls, "loss": loss}
 
 
 # ---------------------------------------------------------------------- toy tokenizer

@@ -469,6 +469,30 @@ def synthesize_questions(world, n_questions=800, seed=0, hop_weights=None, test_
     return questions
 
 
+def pretraining_docs(world_seeds, walks_per_world=300, seed=0):
+    """Plain-text documents for the toy base model (the recipe's analogue of Nanbeige4-3B-Base, which the paper
+    starts from): the articles of freshly generated worlds, each as a page, and chains of pages along random
+    relation walks (a name read at the end of one page is the subject of the next, the copying a search agent
+    does between an observation and its next query). Fresh worlds, never the shipped one (seed 0): names cannot
+    be memorised, so next-token prediction rewards copying them from the context (induction), and no held-out
+    question is answered from memory. Returns [{"text", "domain": "pretrain"}] (nanbeige41/data.py)."""
+    docs = []
+    for world_seed in world_seeds:
+        world = generate_world(world_seed)
+        index = {e["id"]: e for e in world["entities"]}
+        graph = build_graph(world)
+        page = lambda eid: f"{index[eid]['title']}\n{index[eid]['article']}"
+        docs += [{"text": page(e["id"]), "domain": "pretrain"} for e in world["entities"]]
+        rng = random.Random(f"{seed}:{world_seed}")
+        ids = [e["id"] for e in world["entities"]]
+        for _ in range(walks_per_world):
+            head = rng.choice(ids)
+            walk = random_walk(graph, head, rng.choice([1, 2, 3]), rng, entities=index) or []
+            docs.append({"text": "\n\n".join(page(eid) for eid in [head] + [obj for _, obj in walk]),
+                         "domain": "pretrain"})
+    return docs
+
+
 REWRITE_PROMPT = """Rewrite a multi-hop quiz question so that it reads naturally and cannot be answered by one lookup.
 Keep its meaning and its answer. Keep the name "{head}" exactly as written. Do not name any of: {hidden}.
 Chain of facts behind it (for you only): {chain}

@@ -74,6 +74,66 @@ def test_bad_conversations_are_counted_and_skipped(tmp_path):
         data.load_conversations([path], strict=True)
 
 
+def _two_turns(loss=None):
+    second = {"role": "assistant", "content": "wrong turn"} if loss is None else \
+        {"role": "assistant", "content": "wrong turn", "loss": loss}
+    return {"messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "good turn"},
+                         {"role": "user", "content": "q2"}, second,
+                         {"role": "user", "content": "q3"}, {"role": "assistant", "content": "last turn"}]}
+
+
+def test_loss_false_keeps_the_turn_in_context_and_out_of_the_loss(tmp_path):
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    path = _write(tmp_path / "flags.jsonl", [json.dumps(_two_turns()), json.dumps(_two_turns(False)),
+                                             json.dumps(_two_turns(True))])
+    records, skipped = data.load_conversations([path])
+    assert not skipped
+    plain, flagged, explicit = data.tokenize(records, tok)
+    assert flagged["ids"] == plain["ids"] == explicit["ids"] and explicit["mask"] == plain["mask"]
+    trained = lambda d: tok.decode([i for i, m in zip(d["ids"], d["mask"]) if m])
+    assert "wrong turn" in trained(plain) and "wrong turn" not in trained(flagged)
+    assert "good turn" in trained(flagged) and "last turn" in trained(flagged)
+    assert "wrong turn" in tok.decode(flagged["ids"])  # still in the context the later turns see
+    # packing carries the flag through: the packed row trains on fewer targets
+    rows, _ = data.pack([plain], 256)
+    rows_flagged, _ = data.pack([flagged], 256)
+    assert 0 < sum(rows_flagged[0]["loss_mask"]) < sum(rows[0]["loss_mask"])
+
+
+@pytest.mark.parametrize("message, error", [
+    ({"role": "assistant", "content": "x", "loss": "false"}, r'flags\.jsonl:2: messages\[1\]\.loss: expected true or false, got "false"'),
+    ({"role": "assistant", "content": "x", "loss": 0}, r"flags\.jsonl:2: messages\[1\]\.loss: expected true or false, got 0"),
+    ({"role": "assistant", "content": "x", "loss": None}, r"flags\.jsonl:2: messages\[1\]\.loss: expected true or false, got null"),
+])
+def test_a_non_bool_loss_flag_is_an_error_naming_file_and_line(tmp_path, message, error):
+    bad = {"messages": [{"role": "user", "content": "q"}, message]}
+    path = _write(tmp_path / "flags.jsonl", [json.dumps(_ok()), json.dumps(bad)])
+    for strict in (False, True):  # an error either way: skipping would silently change what is trained on
+        with pytest.raises(ValueError, match=error):
+            data.load_conversations([path], strict=strict)
+
+
+def test_loss_flag_only_on_assistant_and_not_on_every_turn(tmp_path):
+    on_user = {"messages": [{"role": "user", "content": "q", "loss": False}, {"role": "assistant", "content": "a"}]}
+    with pytest.raises(ValueError, match=r"u\.jsonl:1: messages\[0\]\.loss: only assistant"):
+        data.load_conversations([_write(tmp_path / "u.jsonl", [json.dumps(on_user)])])
+    nothing = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a", "loss": False}]}
+    records, skipped = data.load_conversations([_write(tmp_path / "n.jsonl", [json.dumps(_ok()), json.dumps(nothing)])],
+                                               log=lambda *a: None)
+    assert len(records) == 1 and skipped == {"every assistant turn has loss false": 1}
+
+
+def test_text_records_are_pretraining_documents_trained_on_every_token(tmp_path):
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    path = _write(tmp_path / "pre.jsonl", [json.dumps({"text": "Kessa is a city in Velmoria."}), json.dumps(_ok()),
+                                           json.dumps({"text": "  "})])
+    records, skipped = data.load_conversations([path], log=lambda *a: None)
+    assert skipped == {"empty or non-string text": 1}
+    pre, chat = data.tokenize(records, tok)
+    assert pre["domain"] == "pretrain" and chat["domain"] == "general"
+    assert pre["ids"] == tok.encode("Kessa is a city in Velmoria.") + [tok.endoftext_id] and all(pre["mask"])
+
+
 def test_valid_tool_conversation_passes_check():
     record = {"messages": [{"role": "user", "content": "x"},
                            {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {}},

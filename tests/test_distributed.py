@@ -1,5 +1,5 @@
 """2 CPU processes under torchrun (gloo, FSDP2 per block) train exactly like 1 process on the same global batch:
-losses, gradient norms and eval losses within 1e-5 relative. The gradient norm is the sharp check: AdamW barely
+losses, gradient norms and eval losses within 3e-5 relative. The gradient norm is the sharp check: AdamW barely
 notices a gradient scaled by the world size, the norm does. A checkpoint written by 2 ranks resumes on 1."""
 
 import json
@@ -49,7 +49,9 @@ def metrics(out):
         return [json.loads(line) for line in f]
 
 
-def close(a, b, rel=1e-5):
+def close(a, b, rel=3e-5):
+    # fp32 sums reduced in another order (2 ranks, 2 micro-steps): measured up to 1.1e-5 relative on the grad norm
+    # with the issue-13 toy corpus and tokenizer (below 1e-5 with the earlier one)
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
 

@@ -14,8 +14,8 @@ from nanbeige41.distributed import Dist
 from nanbeige41.model import ModelConfig, Transformer
 from nanbeige41.rl_envs import Env, safe_rewards
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
-from train_grpo import (Sample, assign_advantages, clipped_surrogate, group_advantages, k3_kl,
-                        keep_by_difficulty, policy_update, token_weights)
+from train_grpo import (Sample, assign_advantages, clipped_surrogate, group_advantages, has_signal, k3_kl,
+                        keep_by_difficulty, policy_update, token_weights, trajectory_stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -164,7 +164,97 @@ def test_overlong_mask_and_penalty():
     for r, cut in ((1.0, False), (1.0, True), (0.0, False)):
         made.append(mk(r, cut))
     assign_advantages(made, _args(overlong="penalty", overlong_penalty=0.5))
-    assert made[1].reward == 0.5 and made[0].advantage > made[1].advantage > made[2].advantage
+    assert made[1].traj_reward == 0.5 and made[0].advantage > made[1].advantage > made[2].advantage
+
+
+def _seg(traj, reward, n, bad=(), cut=False, group=0):
+    """One segment (context window) of an agent trajectory."""
+    return Sample("q", group, [1, 2], list(range(3, 3 + n)), [0.0] * n, [1] * n, traj=traj, reward=reward,
+                  overlong=cut, bad_spans=list(bad))
+
+
+def test_turn_credit_counts_as_signal_for_dynamic_sampling():
+    # every trajectory failed (reward 0), but the critic failed one turn: the penalty is a gradient,
+    # so dynamic sampling must keep the group (it used to look at trajectory rewards only)
+    group = assign_advantages([_seg(0, 0.0, 4, bad=[(1, 3)]), _seg(1, 0.0, 4)], _args(turn_penalty=0.5))
+    assert has_signal(group)
+    assert group[0].token_adv == pytest.approx([0.0, -0.5, -0.5, 0.0])
+    # no turn judged bad: nothing to learn; masking a bad turn adds no gradient either
+    assert not has_signal(assign_advantages([_seg(0, 0.0, 4), _seg(1, 0.0, 4)], _args()))
+    for mode in ("mask", "none"):
+        assert not has_signal(assign_advantages([_seg(0, 0.0, 4, bad=[(1, 3)]), _seg(1, 0.0, 4)],
+                                                _args(turn_credit=mode)))
+    # different rewards are signal as before
+    assert has_signal(assign_advantages([_seg(0, 1.0, 4), _seg(1, 0.0, 4)], _args()))
+
+
+def test_training_loop_keeps_groups_with_only_turn_level_credit(tmp_path):
+    """End to end through train_grpo.run: an agent-like environment whose trajectories all score 0 but
+    whose first turn the critic always fails; no group may be dropped, and the update must move."""
+    init, tok = _toy_init(tmp_path)
+
+    def rollout(model, tok_, items, args, seed):
+        out = []
+        for g, item in enumerate(items):
+            for k in range(args.group_size):
+                n = 6
+                lp = [-math.log(tok.vocab_size)] * n  # ~ a fresh model's log-probs: ratio ~1, no clipping
+                out.append(Sample(item["id"], g, tok.encode("question"), [5 + k] * n, lp, [1] * n, traj=k,
+                                  reward=0.0, bad_spans=[(0, 3)] if k % 2 == 0 else [], info={"total": 0.0}))
+        return out
+    items = [{"id": f"q{i}"} for i in range(8)]
+    env = Env("agent-like", items, [], item_id=lambda it: it["id"], rollout=rollout)
+    args = _run_args(tmp_path, init, max_steps=1, prompts_per_step=2, group_size=4, save_every=100)
+    train_grpo.run(args, Dist(), env=env)
+    row = _metrics(tmp_path / "run" / "metrics.jsonl")[-1]
+    assert row["filtered_groups"] == 0 and row["trajectories"] == 8 and row["grad_norm"] > 0
+
+
+@pytest.mark.parametrize("order", ["cut segment first", "cut segment last"])
+def test_overlong_penalty_once_per_trajectory_whatever_the_segment_order(order):
+    # trajectory 0: two segments, one of them cut at the token limit; trajectory 1: one clean segment
+    segs = [_seg(0, 1.0, 3, cut=True), _seg(0, 1.0, 3)]
+    if order == "cut segment last":
+        segs.reverse()
+    samples = assign_advantages(segs + [_seg(1, 1.0, 3)], _args(overlong="penalty", overlong_penalty=0.5))
+    assert [s.traj_reward for s in samples] == [0.5, 0.5, 1.0]
+    a = group_advantages(torch.tensor([0.5, 1.0], dtype=torch.float64), 2).tolist()
+    assert [s.advantage for s in samples] == pytest.approx([a[0], a[0], a[1]])
+    # calling it again (idempotent) does not subtract the penalty twice
+    assign_advantages(samples, _args(overlong="penalty", overlong_penalty=0.5))
+    assert [s.traj_reward for s in samples] == [0.5, 0.5, 1.0]
+    # mask: every segment of the cut trajectory leaves the loss, not only the cut one
+    samples = assign_advantages([_seg(0, 1.0, 3), _seg(0, 1.0, 3, cut=True), _seg(1, 0.0, 3)], _args(overlong="mask"))
+    assert [sum(s.loss_mask) for s in samples] == [0, 0, 3]
+
+
+def test_advantages_and_metrics_count_trajectories_not_segments():
+    # trajectory 0 (reward 1) ran over three context windows, trajectories 1 and 2 (reward 0) over one
+    samples = assign_advantages([_seg(0, 1.0, 2), _seg(0, 1.0, 2), _seg(0, 1.0, 2), _seg(1, 0.0, 2),
+                                 _seg(2, 0.0, 2)], _args())
+    a = group_advantages(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64), 3).tolist()
+    assert [s.advantage for s in samples] == pytest.approx([a[0]] * 3 + a[1:])
+    stats = trajectory_stats(samples, ())
+    assert stats["n"] == 3 and stats["reward"] / stats["n"] == pytest.approx(1 / 3)  # not 3/5
+
+
+def test_seq_mean_weights_count_a_segmented_trajectory_once():
+    # token weights: a trajectory split into segments of 2 + 3 tokens weighs what one of 5 tokens weighs
+    w = token_weights([2, 3, 4], "seq-mean-token-mean", n_tokens=9, n_seqs=2, max_new_tokens=8, traj_lens=[5, 5, 4])
+    assert sum(float(x.sum()) for x in w[:2]) == pytest.approx(0.5) and float(w[2].sum()) == pytest.approx(0.5)
+    # through policy_update: with the sampling log-probs equal to the policy's (ratio 1), the loss is
+    # -sum_t w_t A_t. Trajectory 0 (2 segments, A = +1) and trajectory 1 (1 segment, A = -1) weigh
+    # 1/2 each under seq-mean-token-mean: loss 0. Counting segments would give -(1/3 + 1/3 - 1/3).
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**TINY))
+    samples = [_seg(0, 1.0, 2), _seg(0, 1.0, 3), _seg(1, 0.0, 4)]
+    with torch.no_grad():
+        for s in samples:
+            s.old_logprobs = train_grpo.packed_logprobs(model, [s], 1.0)[0][0].tolist()
+            s.token_adv = [1.0 if s.traj == 0 else -1.0] * len(s.response)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    stats, _ = policy_update(model, None, opt, samples, _args(loss_agg="seq-mean-token-mean"), Dist())
+    assert stats["loss"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_reward_errors_become_zero_and_are_logged():
@@ -226,12 +316,14 @@ def _metrics(path):
 @pytest.mark.slow
 def test_reward_rises_on_a_learnable_task(tmp_path):
     init, tok = _toy_init(tmp_path)
-    args = _run_args(tmp_path, init, max_steps=15)
+    args = _run_args(tmp_path, init, max_steps=15, lr=5e-2)
     train_grpo.run(args, Dist(), env=_synthetic_env(tok, long_item=True))
     rows = [r for r in _metrics(tmp_path / "run" / "metrics.jsonl") if "reward_mean" in r]
     first = sum(r["reward_mean"] for r in rows[:3]) / 3
     last = sum(r["reward_mean"] for r in rows[-3:]) / 3
-    assert last > first + 0.06, (first, last)  # measured: 0.25 -> 0.37 over 15 steps
+    # measured with the issue-13 toy tokenizer: 0.27 -> 0.47 over 15 steps at lr 5e-2 (at 3e-2, 0.26 -> 0.30;
+    # the earlier tokenizer gave 0.25 -> 0.37 at 3e-2: the vowel share of a token depends on the vocabulary)
+    assert last > first + 0.1, (first, last)
     assert all(r["skipped_prompts"] >= 0 for r in rows) and sum(r["skipped_prompts"] for r in rows) >= 1
     assert os.path.isfile(tmp_path / "run" / "model.safetensors")  # the final HF checkpoint
     assert Transformer.from_pretrained(tmp_path / "run").config.vocab_size == tok.vocab_size

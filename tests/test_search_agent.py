@@ -285,14 +285,32 @@ def test_rule_critic_three_dimensions():
         _turn("search", {"query": "Kessa country"}, "Kessa is a city in Velmoria."),       # good
         {"tool_calls": [], "observations": [], "ok": [], "final_answer": "Velmoria"},
     ]
+    # the default critic judges from the visible trajectory only: the same verdicts with or without gold
     v = sa.RuleCritic().judge(question, turns, gold)
+    assert v == sa.RuleCritic().judge(question, turns)
     assert [x["pass"] for x in v[:6]] == [True, False, False, False, False, True] and v[6] is None
     assert v[1]["logical_soundness"] == 0.0 and v[1]["tool_call_accuracy"] == 1.0
-    assert v[2]["logical_soundness"] == 0.5 and v[2]["information_gain"] == 0.0
+    assert v[2]["logical_soundness"] == 0.5 and v[2]["information_gain"] == 0.0  # "Sunny." says nothing asked
     assert v[3]["tool_call_accuracy"] == 0.0 and v[4]["tool_call_accuracy"] == 0.0
-    # without a gold path, gain is the share of new words
-    v = sa.RuleCritic().judge(question, turns[:2])
-    assert v[0]["information_gain"] == 1.0 and v[1]["information_gain"] == 0.0
+    assert v[0]["information_gain"] == 1.0 and v[1]["information_gain"] == 0.0  # new words, then none
+    assert all(x["judge"] == "rule" for x in v[:6])
+    # the privileged variant reads the gold path: gain only for revealing a gold-path entity or the answer
+    v = sa.RuleCritic(use_gold=True).judge(question, turns, gold)
+    assert [x["pass"] for x in v[:6]] == [True, False, False, False, False, True] and v[0]["judge"] == "rule-gold"
+
+
+def test_default_critic_does_not_read_the_gold_path():
+    """A relevant, grounded turn that reveals no gold-path entity: the visible critic passes it (a critic
+    model could not know the path); only the privileged use_gold=True critic fails it."""
+    gold = {"answer": "Velmoria", "path": [{"relation": "born_in", "entity": "Kessa", "title": "Kessa"},
+                                           {"relation": "located_in", "entity": "Velmoria", "title": "Velmoria"}]}
+    question = "In which country is the birthplace of Ada Sol?"
+    turns = [_turn("search", {"query": "Ada Sol studied"}, "Ada Sol studied at Ulm Institute of Technology.")]
+    assert sa.RuleCritic().judge(question, turns, gold)[0]["pass"] is True
+    assert sa.RuleCritic(use_gold=True).judge(question, turns, gold)[0]["pass"] is False
+    # and "No results" is no gain whatever the words
+    no_hit = [_turn("search", {"query": "Ada Sol zebra"}, "No results for 'Ada Sol zebra'.")]
+    assert sa.RuleCritic().judge(question, no_hit)[0]["information_gain"] == 0.0
 
 
 @pytest.mark.parametrize("reply, passed, scores", [
@@ -322,6 +340,9 @@ def test_sft_records(wiki):
                                                                           "search_questions.jsonl"))}
     assert len(records) >= 250
     assert all(questions[r["id"]]["split"] == "train" for r in records)
+    # turn-level filtering keeps the trajectory and flags the failing turn (it is not dropped)
+    flagged = [m for r in records for m in r["messages"] if "loss" in m]
+    assert flagged and all(m["role"] == "assistant" and m["loss"] is False and m.get("tool_calls") for m in flagged)
     assert sum(any(m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "visit"
                    for m in r["messages"]) for r in records) > 30
     tools = sa.Toolbox(wiki, wiki)

@@ -357,3 +357,19 @@ def test_turn_without_reasoning_starts_a_new_segment(tok, toolbox):
     assert rec["segments"][1]["prompt_ids"] == tok.encode(tok.render(view, tools=toolbox.schemas,
                                                                      add_generation_prompt=True))
     assert "<|im_start|>assistant\n<tool_call>" in tok.decode(rec["segments"][1]["prompt_ids"])
+
+
+def test_evaluate_agent_reports_accuracy_turns_terminations_and_copying(tok, toolbox, questions):
+    """evaluate_agent on a random toy model: the report's fields are consistent with its records."""
+    from nanbeige41.model import ModelConfig, Transformer
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("toy", vocab_size=len(tok), num_hidden_layers=1))
+    model.init_weights()
+    rows = questions[:3]
+    config = sa.AgentConfig(max_turns=2, max_new_tokens=6, max_consecutive_errors=10)
+    ev = sa.evaluate_agent(model, tok, rows, toolbox, config, batch=2)
+    assert ev["n"] == 3 and len(ev["records"]) == 3
+    assert ev["accuracy"] == 0.0 and ev["first_query_copies_head"] == 0.0  # six random tokens solve nothing
+    assert sum(ev["terminations"].values()) == 3 and ev["terminations"].get("max_turns") == 3
+    assert ev["turns"] == 2.0 and ev["turn_fail_rate"] == 1.0  # nothing parsed: every turn fails the critic
+    assert set(ev["accuracy_by_hops"]) == {q["hops"] for q in rows}

@@ -202,6 +202,33 @@ def test_bad_input_fails_clearly(corpus, tmp_path):
     assert r.returncode == 1 and f"{mixed}:61: no assistant turn" in r.stderr
 
 
+def test_loss_flags_reach_the_training_loss(corpus, tmp_path):
+    """train_sft.py trains on exactly the assistant tokens not flagged `"loss": false`: the same corpus with the
+    final assistant turn of every conversation flagged has fewer loss tokens in step 1 (same packing, same rows),
+    and a non-bool flag stops the run with file:line."""
+    records = [{k: v for k, v in r.items() if k != "_source"} for r in data.read_jsonl(str(corpus / "stem.jsonl"))]
+    two_turns = [dict(r, messages=r["messages"] + [{"role": "user", "content": "Say it again."},
+                                                    dict(r["messages"][-1])]) for r in records]
+    flagged = [dict(r, messages=r["messages"][:-1] + [dict(r["messages"][-1], loss=False)]) for r in two_turns]
+    data.write_jsonl(str(tmp_path / "plain.jsonl"), two_turns)
+    data.write_jsonl(str(tmp_path / "flagged.jsonl"), flagged)
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    loss_tokens = {}
+    for name in ("plain", "flagged"):
+        args = [*TINY_MODEL, "--data", str(tmp_path / f"{name}.jsonl"), "--seq-len", "2048", "--batch-tokens", "2048",
+                "--max-steps", "1", "--eval-data", "--quiet", "--out", str(tmp_path / name)]
+        run_sft(args)
+        loss_tokens[name] = metrics(tmp_path / name)[0]["loss_tokens"]
+    docs = {n: data.tokenize(data.load_conversations([str(tmp_path / f"{n}.jsonl")])[0], tok) for n in loss_tokens}
+    assert all(a["ids"] == b["ids"] for a, b in zip(docs["plain"], docs["flagged"]))  # same context, same packing
+    assert 0 < loss_tokens["flagged"] < loss_tokens["plain"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(two_turns[0]) + "\n" + json.dumps(dict(flagged[1], messages=flagged[1]["messages"][:-1]
+                   + [dict(flagged[1]["messages"][-1], loss="no")])) + "\n")
+    r = run_sft(tiny_args(corpus, tmp_path / "o", 1) + ["--data", str(bad)], check=False)
+    assert r.returncode == 1 and f"train_sft: {bad}:2: messages[3].loss: expected true or false" in r.stderr
+
+
 def test_tiny_run_loss_falls_and_logs_metrics(corpus, tmp_path):
     out = tmp_path / "run"
     r = run_sft(tiny_args(corpus, out, 40, "--eval-every", "20"))

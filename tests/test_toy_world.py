@@ -153,3 +153,17 @@ def test_llm_question_rewrite_checks(world, questions, reply, accepted):
     if accepted:
         assert new["template_question"] == row["question"] and new["answer"] == row["answer"]
     assert row["head_title"] in prompts[0] and row["path"][0]["title"] in prompts[0]  # the chain is given
+
+
+def test_pretraining_text_is_fresh_worlds_pages_and_chains():
+    docs = toy_world.pretraining_docs([1, 2], walks_per_world=20)
+    assert docs == toy_world.pretraining_docs([1, 2], walks_per_world=20)  # deterministic
+    fresh = {e["title"] for s in (1, 2) for e in toy_world.generate_world(s)["entities"]}
+    pages = [d for d in docs if "\n\n" not in d["text"]]
+    chains = [d for d in docs if "\n\n" in d["text"]]
+    assert len(pages) >= len(fresh) and len(chains) >= 20 * 2 * 0.8 and all(d["domain"] == "pretrain" for d in docs)
+    # a page names its subject in its first line and again in its sentences (what induction learns from)
+    assert all(d["text"].split("\n")[1].count(d["text"].split("\n")[0]) >= 1 for d in pages[:50])
+    # a chain's next page is about an entity the previous page names
+    first, second = chains[0]["text"].split("\n\n")[:2]
+    assert second.split("\n")[0] in first
