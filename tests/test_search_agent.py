@@ -372,7 +372,7 @@ def test_sft_records_fit_a_toy_context():
 def test_sft_trajectories_train_every_turn_with_its_reasoning():
     # The 4.1 template drops reasoning only before the last user query; in an agent trajectory that is the question,
     # so every assistant turn after it is trained with its think block, opening <think> included, and no tool
-    # result is in the loss.
+    # result is in the loss. Turns the critic failed ("loss": false) stay out of it.
     from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
     tok = Tokenizer.from_pretrained(toy_tokenizer_path())
     path = os.path.join(ROOT, "data", "toy", "search_sft.jsonl")
@@ -380,7 +380,7 @@ def test_sft_trajectories_train_every_turn_with_its_reasoning():
         ids, mask = tok.encode_chat(r["messages"], r["tools"])
         turns = [tok.decode([i for i, _ in run]) for masked, run in itertools.groupby(zip(ids, mask), lambda x: x[1])
                  if masked]  # the masked runs, one per assistant turn
-        assistant = [m for m in r["messages"] if m["role"] == "assistant"]
+        assistant = [m for m in r["messages"] if m["role"] == "assistant" and m.get("loss", True)]
         assert len(turns) == len(assistant)
         for text, m in zip(turns, assistant):
             assert text.startswith(f"<think>\n{m['reasoning_content']}\n</think>\n\n") and "<tool_response>" not in text
