@@ -681,13 +681,10 @@ def _spawn(backend, limits, spec, inputs, lockstep=False, workdir=None):
         payload += b"".join(_input_message(text) + b"g" for text in inputs)
 
     def feed():
-        try:
-            proc.stdin.write(payload)
-            proc.stdin.flush()
-            if not lockstep:  # lockstep: the judge keeps stdin open for the next inputs and go bytes
+        _write(proc, payload)
+        if not lockstep:  # lockstep: the judge keeps stdin open for the next inputs and go bytes
+            with contextlib.suppress(BrokenPipeError, OSError):
                 proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
     if len(payload) < 60000:  # fits the pipe buffer: no thread needed
         feed()
     else:  # in a thread: a payload larger than the pipe buffer must not block the reader
@@ -696,11 +693,9 @@ def _spawn(backend, limits, spec, inputs, lockstep=False, workdir=None):
 
 
 def _write(proc, data):
-    try:
+    with contextlib.suppress(BrokenPipeError, OSError, ValueError):  # the sandbox is gone (its record says why)
         proc.stdin.write(data)
         proc.stdin.flush()
-    except (BrokenPipeError, OSError, ValueError):  # the sandbox is gone (its record says why)
-        pass
 
 
 def _kill(proc, namespaced=True):
@@ -1306,7 +1301,6 @@ def measure_complexity(problem, code, *, lang="python", fast=False, isolation="a
             ref_best, ref_outputs = _REFERENCE_CACHE[key]
     if ref_best is None:
         best, outputs, failed = _timed_runs(code, lang, inputs, config, limits, isolation)
-        clock = None
     else:
         upto = 1 + max([k for k, b in enumerate(ref_best) if b is not None], default=0)
         clock = [min(config.time_s, max(WARMUP_FLOOR_S, 10 * (ref_best[0] or 0.0)))]

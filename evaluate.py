@@ -361,14 +361,18 @@ def evaluate(suite, items, gen, args, out_dir, ctx):
     cache_path = os.path.join(out_dir, "cache.jsonl")
     done = {}
     if os.path.isfile(cache_path):
-        lines = []
+        lines, cut = [], 0
         for line in open(cache_path, encoding="utf-8"):
             try:
                 lines.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut by a crash: that item is simply done again
-                pass
+            except json.JSONDecodeError:  # a line cut by a crash: that item is done again
+                cut += 1
+        if cut:
+            print(f"evaluate: {cache_path}: {cut} unreadable line(s) (cut by a crash?): those items run again",
+                  file=sys.stderr)
+        wanted = set(ids)
         if lines and lines[0].get("settings") == settings:
-            done = {r["id"]: r for r in lines[1:] if r.get("id") in set(ids)}
+            done = {r["id"]: r for r in lines[1:] if r.get("id") in wanted}
         else:
             print(f"evaluate: {cache_path} was written with other settings: starting over", file=sys.stderr)
     if not done:

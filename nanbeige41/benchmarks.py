@@ -26,7 +26,6 @@ Rules written from the public checkers' documented behaviour (our own code):
 """
 
 import csv
-import json
 import math
 import os
 import re

@@ -348,7 +348,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
     requests = []
 
     def log_message(self, *args):
-        pass
+        """Keep the test output quiet (no per-request access log)."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
