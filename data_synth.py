@@ -28,10 +28,16 @@ import json
 import os
 import random
 
-from nanbeige41.data import write_jsonl
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models
 
-REPO = os.path.dirname(os.path.abspath(__file__))
-TOY_DIR = os.path.join(REPO, "data", "toy")
+import search_agent
+from nanbeige41 import paths, toy_world
+from nanbeige41.data import write_jsonl
+from nanbeige41.openai_api import endpoint_chat
+from nanbeige41.tokenizer import Tokenizer, train_toy_tokenizer
+
+TOY_DIR = paths.TOY_DATA
 EVAL_FRACTION = 0.05
 
 # -----------------------------------------------------------------------------
@@ -314,6 +320,28 @@ def make_general(seed, n):
 
 
 # -----------------------------------------------------------------------------
+# the wiki world of the search agent: world.json, search_questions.jsonl, search_sft.jsonl
+
+def make_world_files(out_dir, seed=0, n_questions=800, rewrite_chat=None):
+    """Write world.json, search_questions.jsonl and search_sft.jsonl into out_dir; returns their paths.
+    With `rewrite_chat`, questions go through rewrite_question (the shipped files are template-only)."""
+    os.makedirs(out_dir, exist_ok=True)
+    world = toy_world.generate_world(seed)
+    questions = toy_world.synthesize_questions(world, n_questions=n_questions, seed=seed)
+    # the SFT trajectories run the agent's own tools over this world
+    if rewrite_chat is not None:
+        results = [toy_world.rewrite_question(q, rewrite_chat, world) for q in questions]
+        questions = [q for q, _ in results]
+        print(f"rewrote {sum(ok for _, ok in results)} of {len(results)} questions (the rest failed the checks)")
+    sft = search_agent.sft_trajectories(world, [q for q in questions if q["split"] == "train"], seed=seed)
+    paths = [os.path.join(out_dir, n) for n in ("world.json", "search_questions.jsonl", "search_sft.jsonl")]
+    toy_world.write_world(paths[0], world)
+    write_jsonl(paths[1], questions)
+    write_jsonl(paths[2], sft)
+    return paths
+
+
+# -----------------------------------------------------------------------------
 
 def toy(args):
     rng = random.Random(args.seed)
@@ -334,9 +362,6 @@ def toy(args):
     write_jsonl(os.path.join(out, "eval.jsonl"), held_out)
 
     # the toy tokenizer, trained on the rendered train conversations (chat tokens and JSON layout included)
-    from tokenizers import Tokenizer as HFTokenizer
-    from tokenizers import models
-    from nanbeige41.tokenizer import Tokenizer, train_toy_tokenizer
     renderer = Tokenizer(HFTokenizer(models.BPE(unk_token="<unk>")))  # render() needs no vocabulary
     texts = [renderer.render(r["messages"], tools=r.get("tools")) for name in sorted(train) for r in train[name]]
     tok = train_toy_tokenizer(texts, vocab_size=args.vocab_size)
@@ -358,9 +383,19 @@ def main():
     t.add_argument("--n-tool", type=int, default=700)
     t.add_argument("--n-general", type=int, default=800)
     t.add_argument("--vocab-size", type=int, default=4096)
+    w = sub.add_parser("world", help="the toy wiki world, its multi-hop questions and search SFT trajectories")
+    w.add_argument("--out", default=TOY_DIR)
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--n-questions", type=int, default=800)
+    w.add_argument("--rewrite-endpoint", help="OpenAI-compatible base URL of an LLM to rewrite the questions")
+    w.add_argument("--rewrite-model", default="default")
     args = p.parse_args()
     if args.command == "toy":
         toy(args)
+    elif args.command == "world":
+        chat = endpoint_chat(args.rewrite_endpoint, args.rewrite_model, temperature=0.7) if args.rewrite_endpoint else None
+        for path in make_world_files(args.out, args.seed, args.n_questions, chat):
+            print(f"wrote {path} ({os.path.getsize(path):,} bytes)")
 
 
 if __name__ == "__main__":

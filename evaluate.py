@@ -12,7 +12,7 @@ checkpoints or an OpenAI-compatible endpoint, with per-item reports, a summary t
 
 Suites, their file formats and metrics: see nanbeige41/benchmarks.py (loaders and scoring rules) and the README's
 "Evaluation" section. Generation goes through nanbeige41.generate (in-process, batched) or
-search_agent.EndpointPolicy (any OpenAI-compatible server; its reply is put back into the family's text layout).
+agent_policies.EndpointPolicy (any OpenAI-compatible server; its reply is put back into the family's text layout).
 Code verdicts come from code_judge.py (sandboxed; LiveCodeBench's comparison rules), deep-search answers from
 search_agent.py's agent loop and scorers, preference wins from reward_models.py's pair-wise RM (both orders).
 
@@ -30,9 +30,26 @@ import hashlib
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+import code_judge
+import reward_models
+import search_agent
+from nanbeige41 import agent_policies, openai_api, search_tools
+from nanbeige41 import benchmarks as B
+from nanbeige41 import paths
+from nanbeige41.benchmarks import pass_at_k
+from nanbeige41.generate import generate
+from nanbeige41.model import Transformer
+from nanbeige41.plot import bar_chart
+from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+from reward_models import split_response
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 SUITES = ("code", "math", "gpqa", "qa", "pref", "tool")
@@ -67,26 +84,21 @@ class Generator:
     ("reasoning\\n</think>\\n\\ncontent<tool_call>...</tool_call>")."""
 
     def __init__(self, args, ckpt=None):
-        from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
         self.args, self.ckpt = args, ckpt
         tok_dir = ckpt if ckpt and os.path.isfile(os.path.join(ckpt, "tokenizer.json")) else toy_tokenizer_path()
         self.tok = Tokenizer.from_pretrained(tok_dir)
         self.model = self.endpoint = None
         if ckpt:
-            import torch
-            from nanbeige41.model import Transformer
             if not os.path.isfile(os.path.join(ckpt, "config.json")):
                 raise EvalError(f"{ckpt}: not a checkpoint directory (no config.json)")
             device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
             self.model = Transformer.from_pretrained(ckpt, device=device,
                                                      dtype=torch.bfloat16 if device == "cuda" else None).eval()
         else:
-            import search_agent
-            self.endpoint = search_agent.EndpointPolicy(args.endpoint, args.model, self.tok,
+            self.endpoint = agent_policies.EndpointPolicy(args.endpoint, args.model, self.tok,
                                                         temperature=args.temperature, retries=args.retries)
 
     def __call__(self, requests, max_new_tokens, seed):
-        from nanbeige41.generate import generate
         if self.endpoint is not None:  # tools=None rather than [] when there are none: servers reject an empty list
             outs = self.endpoint.generate([{"messages": m, "tools": t or None} for m, t in requests], max_new_tokens)
         else:
@@ -97,19 +109,16 @@ class Generator:
 
     def policy(self, seed):
         """A search_agent policy for the qa suite's tool loop."""
-        import search_agent
         if self.endpoint is not None:
             return self.endpoint
-        return search_agent.ModelPolicy(self.model, self.tok, self.args.temperature, self.args.top_p, seed=seed)
+        return agent_policies.ModelPolicy(self.model, self.tok, self.args.temperature, self.args.top_p, seed=seed)
 
 
 # -----------------------------------------------------------------------------
 # Suites: load items, build prompts, score a chunk of generations
 
 def load_items(suite, path, args):
-    from nanbeige41 import benchmarks as B
     if suite == "code":
-        import code_judge
         try:
             problems = code_judge.load_problems(path)
         except code_judge.ProblemError as e:
@@ -129,7 +138,6 @@ def load_items(suite, path, args):
 
 def prompt_of(suite, item, seed):
     """(messages, tools) for one item."""
-    from nanbeige41 import benchmarks as B
     if suite == "code":
         tail = CODE_STARTER.format(starter=item["starter_code"].rstrip()) if item["starter_code"].strip() else CODE_STDIN
         return [{"role": "user", "content": f"{item['question_content']}\n{tail}"}], None
@@ -159,7 +167,6 @@ def sample_record(gen, parsed, correct, failure, **extra):
 
 def score_chunk(suite, items, gens, args, ctx):
     """gens[i]: the n_samples generations of items[i]. Returns one list of sample records per item."""
-    from nanbeige41 import benchmarks as B
     tok = ctx["tok"]
     if suite == "code":
         return score_code(items, gens, args, tok)
@@ -198,8 +205,6 @@ def score_code(items, gens, args, tok):
     """Each sample's program through the code judge (LiveCodeBench rules: a sample passes when every public and
     private test is AC); passing samples of problems labelled with optimal_complexity also get the complexity
     judge (code_judge.cached_complexity, fast setting)."""
-    import code_judge
-    from concurrent.futures import ThreadPoolExecutor
     limits = code_judge.Limits(time_s=args.test_time_s, stop_after_tle=True)
 
     def one(job):
@@ -243,7 +248,6 @@ def score_pref(items, gens, args, ctx):
     if args.judge_endpoint:
         probs = [arena_judge(ctx["judge_chat"], item["prompt"], g["text"], item["baseline"]) for item, g in flat]
     else:
-        import reward_models
         prm, rm_tok = ctx["rm"]
         probs = reward_models.pair_win_probs(prm, rm_tok, [[{"role": "user", "content": it["prompt"]}] for it, _ in flat],
                                              [g["text"] for _, g in flat], [it["baseline"] for it, _ in flat])
@@ -269,8 +273,6 @@ ARENA_SCORE = {"A>>B": 1.0, "A>B": 1.0, "A=B": 0.5, "B>A": 0.0, "B>>A": 0.0}
 
 def arena_judge(chat, prompt, response, baseline):
     """The response's mean score over both orders (1 win, 0.5 tie, 0 loss); an unreadable verdict is a loss."""
-    import re
-    from reward_models import split_response
     answer = split_response(response)[1]
     scores = []
     for a, b, mine in ((answer, baseline, "A"), (baseline, answer, "B")):
@@ -286,7 +288,6 @@ def arena_judge(chat, prompt, response, baseline):
 
 def run_qa_chunk(items, gen, args, seed, ctx):
     """The deep-search agent (search_agent.rollout_groups) on a chunk: n_samples episodes per question."""
-    import search_agent
     config = search_agent.AgentConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens or MAX_NEW_TOKENS["qa"],
                                       max_context_tokens=args.max_context)
     groups = search_agent.rollout_groups(gen.policy(seed), [{"question": it["question"], "answer": it["answer"]}
@@ -298,7 +299,7 @@ def run_qa_chunk(items, gen, args, seed, ctx):
         recs = []
         for rec in records:
             last = rec["turns"][-1] if rec["turns"] else None
-            text = search_agent.assistant_text(gen.tok, last["message"]) if last else ""
+            text = agent_policies.assistant_text(gen.tok, last["message"]) if last else ""
             s = rec["scores"]
             why = {"answer": f"wrong answer, expected {item['answer']}"}.get(rec["termination"],
                                                                                f"ended by {rec['termination']}")
@@ -316,7 +317,6 @@ def run_qa_chunk(items, gen, args, seed, ctx):
 # Metrics
 
 def summarize(suite, records, n_samples):
-    from nanbeige41.benchmarks import pass_at_k
     samples = [s for r in records for s in r["samples"]]
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     acc = mean([float(s["correct"]) for s in samples])
@@ -437,7 +437,6 @@ def fmt(v):
 
 def write_summary(results, out_dir, title):
     """results: {model: {suite: metrics}}. summary.md (one table per suite + the headline table) and the chart."""
-    from nanbeige41.plot import bar_chart
     models = list(results)
     suites = [s for s in SUITES if any(s in results[m] for m in models)]
     lines = [f"# {title}", "", "| model | " + " | ".join(f"{s} {HEADLINE[s]}" for s in suites) + " |",
@@ -539,20 +538,16 @@ def run(args):
     results = {n: {} for n in names}
     shared = {}
     if "qa" in suites:
-        import search_agent
-        shared["toolbox"] = search_agent.make_toolbox(args.backend)
+        shared["toolbox"] = search_tools.make_toolbox(args.backend)
     if args.judge_endpoint:
-        import search_agent
-        shared["judge_chat"] = search_agent.endpoint_chat(args.judge_endpoint, args.judge_model)
+        shared["judge_chat"] = openai_api.endpoint_chat(args.judge_endpoint, args.judge_model)
     if "pref" in suites and not args.judge_endpoint:
-        import reward_models
         if args.suite == "all" and not args.ckpt and args.rm == DEFAULT_RM:
-            from nanbeige41.rl_envs import ensure_reward_model
-            ensure_reward_model("pair", args.rm, print)
+            paths.build_missing(args.rm, "reward_head.json", ["reward_models.py", "train", "--kind", "pair",
+                                                              "--out", args.rm], print)
         if not os.path.isfile(os.path.join(args.rm, "reward_head.json")):
             raise EvalError(f"{args.rm}: no pair-wise RM (train one: python reward_models.py train --kind pair), "
                             "or judge with --judge-endpoint URL")
-        from nanbeige41.tokenizer import Tokenizer
         shared["rm"] = (reward_models.load_reward_model(args.rm), Tokenizer.from_pretrained(args.rm))
     for name, ckpt in zip(names, ckpts or [None]):
         gen = Generator(args, ckpt)

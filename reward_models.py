@@ -9,7 +9,7 @@ the swap-consistency regulariser (paper 2.1.3), plus the reward functions train_
 
     # real run: one GPU, bf16 autocast, activation checkpointing (a 3B RM with AdamW fits in 80 GB)
     python reward_models.py train --kind point --init /path/Nanbeige4.1-3B-SFT --data prefs.jsonl \
-        --out runs/rm_point --device cuda --dtype bfloat16 --grad-checkpointing --max-len 8192 --lr 1e-5 \
+        --out runs/rm_point --device cuda --dtype bfloat16 --activation-checkpointing --max-len 8192 --lr 1e-5 \
         --max-steps 2000 --batch-size 32 --rows-per-forward 4
 
 Toy figures (fresh toy-preset backbone, 16 pairs per step, 2 CPU cores; wall time grows several-fold on a busy
@@ -75,12 +75,16 @@ from collections import Counter
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 
 from nanbeige41 import toy_chat
 from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.data import read_jsonl
-from nanbeige41.model import ModelConfig, Transformer
+from nanbeige41.distributed import parallelize
+from nanbeige41.generate import generate
+from nanbeige41.model import PRESETS, ModelConfig, Transformer
+from nanbeige41.openai_api import ApiError, chat_completion
 from nanbeige41.tokenizer import EMPTY_THINK, IM_END, IM_START, THINK, THINK_END, Tokenizer, toy_tokenizer_path
 
 TOY_INIT = "runs/toy/sft"
@@ -238,7 +242,6 @@ def _sigmoid(x):
 # Checkpoints
 
 def save_reward_model(rm, tokenizer, path, extra=None):
-    from safetensors.torch import save_file
     os.makedirs(path, exist_ok=True)
     rm.backbone.save_pretrained(path)
     save_file({"weight": rm.head.weight.detach().float().cpu().contiguous(),
@@ -272,7 +275,6 @@ def check_reward_model(path):
 def load_reward_model(path, device="cpu", dtype=None):
     """A RewardModel in eval mode from a directory save_reward_model wrote. dtype applies to the backbone
     (e.g. torch.bfloat16 on GPU); the head stays fp32. A bad directory is a CheckpointError (check_reward_model)."""
-    from safetensors.torch import load_file
     cfg, _ = check_reward_model(path)
     backbone = Transformer.from_pretrained(path, dtype=dtype, device=device)
     rm = RewardModel(backbone, cfg["kind"], cfg["max_len"])
@@ -318,31 +320,22 @@ def parse_verdicts(text, n):
     return out
 
 
-def endpoint_judge(base_url, model, api_key=None, timeout=60, retries=2):
-    """A judge backed by any OpenAI-compatible /chat/completions endpoint (temperature 0)."""
-    import requests
-    url = base_url.rstrip("/") + "/chat/completions"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
+def endpoint_judge(base_url, model, **http):
+    """A judge backed by any OpenAI-compatible /chat/completions endpoint (temperature 0; the key from
+    $OPENAI_API_KEY, retries as every network call: nanbeige41.openai_api; `http`: retries=, timeout_s=)."""
     def judge(prompt_messages, response, checklist):
-        body = {"model": model, "temperature": 0,
-                "messages": [{"role": "user", "content": judge_prompt(prompt_messages, response, checklist)}]}
-        for attempt in range(retries + 1):
-            try:
-                r = requests.post(url, json=body, headers=headers, timeout=timeout)
-                r.raise_for_status()
-                return parse_verdicts(r.json()["choices"][0]["message"]["content"], len(checklist))
-            except (requests.RequestException, KeyError, IndexError, TypeError, ValueError) as e:
-                if attempt == retries:
-                    raise JudgeError(f"{url}: {e}") from None
-                time.sleep(0.5 * 2 ** attempt)
+        try:
+            choice = chat_completion(base_url, model, [{"role": "user", "content": judge_prompt(
+                prompt_messages, response, checklist)}], what="judge", http=http, temperature=0)
+        except ApiError as e:
+            raise JudgeError(f"{base_url}: {e}") from None
+        return parse_verdicts(choice["message"].get("content") or "", len(checklist))
     return judge
 
 
 def model_judge(model, tokenizer, max_new_tokens=64):
     """A judge backed by a project checkpoint (greedy, thinking off). A toy model is no reliable judge: this is the
     path for a real checkpoint; unparseable replies drop the pair like any judge error."""
-    from nanbeige41.generate import generate
 
     def judge(prompt_messages, response, checklist):
         text = tokenizer.render([{"role": "user", "content": judge_prompt(prompt_messages, response, checklist)}],
@@ -356,7 +349,7 @@ def make_judge(spec, judge_model=None):
     if spec == "rules":
         return toy_chat.rule_judge
     if spec.startswith(("http://", "https://")):
-        return endpoint_judge(spec, judge_model or "default", api_key=os.environ.get("OPENAI_API_KEY"))
+        return endpoint_judge(spec, judge_model or "default")
     if os.path.isdir(spec):
         return model_judge(Transformer.from_pretrained(spec).eval(), Tokenizer.from_pretrained(spec))
     raise ValueError(f"--judge {spec!r}: expected 'rules', an http(s):// OpenAI-compatible base URL, or a checkpoint dir")
@@ -519,7 +512,7 @@ def train(args):
         if tokenizer.vocab_size > backbone.config.vocab_size:
             raise ValueError(f"tokenizer {tok_path} has {tokenizer.vocab_size} tokens, the backbone only "
                              f"{backbone.config.vocab_size}")
-    backbone.gradient_checkpointing = args.grad_checkpointing
+    parallelize(backbone, activation_checkpointing=args.activation_checkpointing)  # one process: no sharding
     rm = RewardModel(backbone, args.kind, args.max_len).to(device)
 
     # Data
@@ -544,8 +537,8 @@ def train(args):
     t0 = time.time()
     for step in range(1, args.max_steps + 1):
         # warmup then cosine to 10% of --lr
-        frac = (step - args.warmup) / max(1, args.max_steps - args.warmup)
-        lr = args.lr * (step / args.warmup if step <= args.warmup else 0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
+        frac = (step - args.warmup_steps) / max(1, args.max_steps - args.warmup_steps)
+        lr = args.lr * (step / args.warmup_steps if step <= args.warmup_steps else 0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
         for g in optimizer.param_groups:
             g["lr"] = lr
         if cursor + args.batch_size > len(order):  # a new epoch: reshuffle
@@ -652,7 +645,7 @@ def main(argv=None):
     t.add_argument("--judge-model", default=None, help="model name for an endpoint judge")
     # Model
     t.add_argument("--init", default=None, help=f"HF checkpoint; default {TOY_INIT} if present, else a fresh --config")
-    t.add_argument("--config", default="toy", help="preset for a fresh backbone (toy | small | 3b)")
+    t.add_argument("--config", default="toy", choices=sorted(PRESETS), help="model preset of a fresh backbone")
     t.add_argument("--tokenizer", default=None, help="default: the --init checkpoint's, else data/toy/tokenizer")
     t.add_argument("--out", default=None, help=f"default {TOY_OUT}")
     # Optimisation
@@ -660,12 +653,12 @@ def main(argv=None):
     t.add_argument("--batch-size", type=positive_int, default=16, help="pairs per step (2x rows)")
     t.add_argument("--rows-per-forward", type=positive_int, default=8, help="rows of similar length per forward pass")
     t.add_argument("--lr", type=positive_float, default=1e-3)
-    t.add_argument("--warmup", type=non_negative_int, default=10)
+    t.add_argument("--warmup-steps", type=non_negative_int, default=10)
     t.add_argument("--weight-decay", type=non_negative_float, default=0.0)
     t.add_argument("--grad-clip", type=positive_float, default=1.0)
     t.add_argument("--margin", type=finite_float, default=0.0, help="point: Bradley-Terry margin, added to any per-record margin")
     t.add_argument("--swap-weight", type=non_negative_float, default=1.0, help="pair: weight of the swap-consistency MSE (0 = off)")
-    t.add_argument("--grad-checkpointing", action="store_true")
+    t.add_argument("--activation-checkpointing", action="store_true")
     t.add_argument("--device", default="cpu")
     t.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="bfloat16: autocast")
     t.add_argument("--seed", type=int, default=0)

@@ -6,7 +6,7 @@ records for RL, the turn-level critic, answer scoring, and scripted SFT trajecto
     python search_agent.py --question "In which country is ...?"   # the toy checkpoint (runs/toy/agent, else
                                                                    #   runs/toy/sft), offline wiki
     python search_agent.py --question "..." --endpoint http://127.0.0.1:8000/v1 --model NAME --backend web --json
-    python -m nanbeige41.toy_world --out data/toy                  # regenerate world, questions, SFT data
+    python data_synth.py world                                     # regenerate world, questions, SFT data
     python bench/bench_search_agent.py                             # loop turns/s, BM25 latency
 
 Tools: search(query) -> ranked (title, url, snippet) ~ Serper google_search; visit(url, goal, part) -> a
@@ -41,42 +41,31 @@ user query, so every turn after the question keeps it; a turn without reasoning 
 the note or forced-answer request the context policy inserts are user queries too). Dropping whole old turns when the window is full is our choice; the paper does not say how it
 fits 600 turns into 256k tokens.
 """
+import argparse
 import json
-import math
 import os
 import random
 import re
-import string
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import requests
 
-from nanbeige41 import toy_world
-
-ROOT = os.path.dirname(os.path.abspath(__file__))
-WORLD_PATH = os.path.join(ROOT, "data", "toy", "world.json")
-QUESTIONS_PATH = os.path.join(os.path.dirname(WORLD_PATH), "search_questions.jsonl")
+from nanbeige41 import paths, toy_world
+from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
+from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
+from nanbeige41.agent_policies import EndpointPolicy, ModelPolicy, ScriptedPolicy
+from nanbeige41.openai_api import ApiError, endpoint_chat
+from nanbeige41.qa_scoring import score_answer
+from nanbeige41.model import Transformer
+from nanbeige41.search_tools import DEFAULT_TOOLS, LocalWiki, Toolbox, ToolError, _cap, make_toolbox, split_sentences, terms
+from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
 
 SYSTEM_PROMPT = ("You are a deep-search agent. Use the tools to find facts step by step. "
                  "When you know the answer, reply without tool calls as <answer>ANSWER</answer>.")
 
 
-def _tool(name, description, properties, required):
-    # Property descriptions are left out: the names say enough and the toy context is ~1k tokens.
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": {k: {"type": t} for k, t in properties.items()}, "required": required}}}
-
-
-SEARCH_TOOL = _tool("search", "Web search: ranked results with title, url, snippet.", {"query": "string"}, ["query"])
-VISIT_TOOL = _tool("visit", "Read a page: the sentences relevant to goal, or part N of its text.",
-                   {"url": "string", "goal": "string", "part": "integer"}, ["url"])
-PYTHON_TOOL = _tool("python", "Run Python code in a sandbox; returns its output.", {"code": "string"}, ["code"])
-# The default tool set (the SFT data's and the loop's when code_judge is importable): the toy questions need
-# no python, but offering it keeps the SFT prompt identical to the one the agent sees in RL and evaluation.
-DEFAULT_TOOLS = [SEARCH_TOOL, VISIT_TOOL, PYTHON_TOOL]
 
 
 def format_answer(answer):
@@ -87,367 +76,6 @@ def extract_answer(content):
     """The final answer in an assistant content, or None: the text of the last <answer>...</answer>."""
     found = re.findall(r"<answer>(.*?)</answer>", content or "", flags=re.DOTALL)
     return found[-1].strip() if found else None
-
-
-# -----------------------------------------------------------------------------
-# BM25 over the offline world
-
-STOPWORDS = set("a an the of in on at to for by and or is was are were be what which who whom whose where "
-                "when how did does do with from as it its this that".split())
-
-
-def terms(text):
-    return [t for t in re.findall(r"[a-z0-9]+", text.lower()) if t not in STOPWORDS]
-
-
-def split_sentences(text):
-    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
-
-
-class BM25:
-    """Okapi BM25: score(d, q) = sum_t idf(t) * tf(t,d) (k1+1) / (tf(t,d) + k1 (1 - b + b |d| / avgdl)),
-    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)). Postings per term as numpy arrays, so a query costs
-    O(sum of its terms' document frequencies)."""
-
-    def __init__(self, docs, k1=1.5, b=0.75):
-        self.k1, self.b = k1, b
-        counts = [Counter(terms(d)) for d in docs]
-        self.n_docs = len(docs)
-        self.doc_len = np.array([sum(c.values()) for c in counts], dtype=np.float64)
-        postings = {}
-        for doc_id, c in enumerate(counts):
-            for term, tf in c.items():
-                postings.setdefault(term, ([], []))
-                postings[term][0].append(doc_id)
-                postings[term][1].append(tf)
-        self.postings = {t: (np.array(d, dtype=np.int64), np.array(f, dtype=np.float64))
-                         for t, (d, f) in postings.items()}
-        self.idf = {t: math.log(1 + (self.n_docs - len(d) + 0.5) / (len(d) + 0.5))
-                    for t, (d, _) in self.postings.items()}
-        # per-document length normaliser k1 (1 - b + b |d| / avgdl), precomputed once
-        self.norm = k1 * (1 - b + b * self.doc_len / max(self.doc_len.mean(), 1e-9))
-
-    def scores(self, query):
-        scores = np.zeros(self.n_docs)
-        for term in set(terms(query)):
-            if term in self.postings:
-                doc_ids, tf = self.postings[term]
-                scores[doc_ids] += self.idf[term] * tf * (self.k1 + 1) / (tf + self.norm[doc_ids])
-        return scores
-
-    def top(self, query, k):
-        scores = self.scores(query)
-        order = np.argsort(-scores, kind="stable")[:k]  # stable: ties keep document order (deterministic)
-        return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
-
-
-def best_sentences(text, query, n, idf=None):
-    """The n sentences of `text` sharing the most (idf-weighted) terms with `query`, in page order."""
-    wanted = set(terms(query))
-    sentences = split_sentences(text)
-    ranked = []
-    for i, s in enumerate(sentences):
-        overlap = sum((idf or {}).get(t, 1.0) for t in wanted & set(terms(s)))
-        if overlap > 0:
-            ranked.append((-overlap, i))
-    keep = sorted(i for _, i in sorted(ranked)[:n])
-    return [sentences[i] for i in keep]
-
-
-def _cap(text, limit):
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
-
-
-class ToolError(Exception):
-    """A tool failure the model should see as an observation (never a crash of the loop)."""
-
-
-class LocalWiki:
-    """Offline search engine over the toy world: search via BM25, pages by URL, slug or exact title."""
-
-    def __init__(self, world):
-        self.entities = world["entities"]
-        self.by_slug = {e["id"]: e for e in self.entities}
-        self.by_title = {e["title"].lower(): e for e in self.entities}
-        # the title twice: a query naming an entity should rank that entity's own page first
-        self.index = BM25([f"{e['title']} {e['title']} {e['article']}" for e in self.entities])
-
-    @classmethod
-    def load(cls, path=WORLD_PATH):
-        return cls(toy_world.load_world(path))
-
-    def search(self, query, k):
-        hits = self.index.top(query, k)
-        return [{"title": self.entities[i]["title"], "url": self.entities[i]["url"],
-                 "snippet": " ".join(best_sentences(self.entities[i]["article"], query, 1, self.index.idf))}
-                for i, _ in hits]
-
-    def fetch(self, url):
-        key = url.strip().split("/wiki/")[-1].split("#")[0]
-        e = self.by_slug.get(key) or self.by_title.get(key.replace("_", " ").lower())
-        if e is None:
-            raise ToolError(f"page not found: {url}")
-        page = f"{e['article']} Last modified on {e['last_modified']}."
-        return e["title"], e["url"], page
-
-
-# -----------------------------------------------------------------------------
-# Web backends (Serper / Jina Reader compatible) over requests
-
-def request_with_retries(method, url, *, retries=3, backoff_s=0.5, timeout_s=15.0, what="request",
-                         session=None, **kwargs):
-    """One HTTP call with retries on timeouts, connection errors, 429 and 5xx (back-off doubles each
-    time). Raises ToolError with a message that holds no header (the API key stays out of every log)."""
-    session = session or requests
-    last = ""
-    for attempt in range(retries + 1):
-        try:
-            resp = session.request(method, url, timeout=timeout_s, **kwargs)
-            if resp.status_code < 400:
-                return resp
-            last = f"HTTP {resp.status_code}"
-            if resp.status_code != 429 and resp.status_code < 500:
-                break  # a client error does not get better by asking again
-        except requests.Timeout:
-            last = f"timeout after {timeout_s:g}s"
-        except requests.RequestException as e:
-            last = f"connection error ({type(e).__name__})"
-        if attempt < retries:
-            time.sleep(backoff_s * 2 ** attempt)
-    raise ToolError(f"{what} failed: {last} after {attempt + 1} attempt(s)")
-
-
-class SerperSearch:
-    """POST {base}/search {"q", "num"} with header X-API-KEY; reads `organic` [{title, link, snippet}]."""
-
-    def __init__(self, base_url=None, api_key_env="SERPER_API_KEY", **http):
-        self.base_url = (base_url or os.environ.get("SERPER_URL", "https://google.serper.dev")).rstrip("/")
-        self.api_key_env, self.http = api_key_env, http
-
-    def search(self, query, k):
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise ToolError(f"search unavailable: {self.api_key_env} is not set")
-        resp = request_with_retries("POST", self.base_url + "/search", what="search", json={"q": query, "num": k},
-                                    headers={"X-API-KEY": key, "Content-Type": "application/json"}, **self.http)
-        try:
-            organic = resp.json().get("organic", [])
-        except ValueError:
-            raise ToolError("search failed: response is not JSON")
-        return [{"title": r.get("title", ""), "url": r.get("link", ""), "snippet": r.get("snippet", "")}
-                for r in organic[:k]]
-
-
-class JinaReader:
-    """GET {base}/{url} with Accept: application/json; reads data.{title, url, content} (plain text too)."""
-
-    def __init__(self, base_url=None, api_key_env="JINA_API_KEY", **http):
-        self.base_url = (base_url or os.environ.get("JINA_URL", "https://r.jina.ai")).rstrip("/")
-        self.api_key_env, self.http = api_key_env, http
-
-    def fetch(self, url):
-        headers = {"Accept": "application/json"}
-        if os.environ.get(self.api_key_env):  # Jina Reader also answers without a key, at a lower rate
-            headers["Authorization"] = "Bearer " + os.environ[self.api_key_env]
-        resp = request_with_retries("GET", f"{self.base_url}/{url}", what="visit", headers=headers, **self.http)
-        try:
-            data = resp.json().get("data") or {}
-            return data.get("title", ""), data.get("url", url), data.get("content", "")
-        except ValueError:
-            return "", url, resp.text
-
-
-# -----------------------------------------------------------------------------
-# Tools
-
-class Toolbox:
-    """Dispatch by name; `call` returns (observation, ok). Bad arguments and backend failures come back
-    as an error observation with ok=False, never as an exception."""
-
-    def __init__(self, searcher, reader, python_runner=None, top_k=3, snippet_chars=160, part_chars=1500,
-                 extract_sentences=3, extract_chars=500):
-        self.searcher, self.reader, self.python_runner = searcher, reader, python_runner
-        self.top_k, self.snippet_chars, self.part_chars = top_k, snippet_chars, part_chars
-        self.extract_sentences, self.extract_chars = extract_sentences, extract_chars
-        self.schemas = [SEARCH_TOOL, VISIT_TOOL] + ([PYTHON_TOOL] if python_runner else [])
-        self.names = [t["function"]["name"] for t in self.schemas]
-
-    def call(self, name, arguments):
-        if name not in self.names:
-            return f"Error: unknown tool '{name}'. Available tools: {', '.join(self.names)}.", False
-        if not isinstance(arguments, dict):
-            return f"Error: arguments of {name} must be a JSON object.", False
-        schema = next(t for t in self.schemas if t["function"]["name"] == name)["function"]["parameters"]
-        missing = [k for k in schema["required"] if k not in arguments]
-        unknown = [k for k in arguments if k not in schema["properties"]]
-        if missing or unknown:
-            return (f"Error: bad arguments for {name}: missing {missing}, unknown {unknown}; "
-                    f"expected {list(schema['properties'])}."), False
-        try:
-            return getattr(self, "_" + name)(**arguments), True
-        except ToolError as e:
-            return f"Error: {e}", False
-        except Exception as e:  # a tool bug must not kill a 600-turn rollout; the model sees it and moves on
-            return f"Error: {name} raised {type(e).__name__}: {_cap(str(e), 200)}", False
-
-    def _search(self, query):
-        if not isinstance(query, str) or not query.strip():
-            raise ToolError("search needs a non-empty query string")
-        results = self.searcher.search(query, self.top_k)
-        if not results:
-            return f"No results for '{_cap(query, 100)}'."
-        return "\n".join(f"{i}. {r['title']} | {r['url']}\n{_cap(r['snippet'], self.snippet_chars)}"
-                         for i, r in enumerate(results, 1))
-
-    def _visit(self, url, goal="", part=1):
-        if not isinstance(url, str) or not url.strip():
-            raise ToolError("visit needs a url string")
-        title, url, text = self.reader.fetch(url)
-        parts = [text[i:i + self.part_chars] for i in range(0, max(len(text), 1), self.part_chars)]
-        if goal:
-            idf = self.reader.index.idf if isinstance(self.reader, LocalWiki) else None
-            extract = best_sentences(text, goal, self.extract_sentences, idf)
-            if extract:
-                return f"{title} | {url}\n" + _cap(" ".join(extract), self.extract_chars)
-        if type(part) is not int or not 1 <= part <= len(parts):
-            raise ToolError(f"part must be an integer from 1 to {len(parts)}")
-        note = "" if not goal else f"Nothing on '{_cap(goal, 80)}' found; "
-        return f"{title} | {url} ({note}part {part} of {len(parts)})\n{parts[part - 1]}"
-
-    def _python(self, code):
-        if not isinstance(code, str):
-            raise ToolError("python needs a code string")
-        return self.python_runner(code)
-
-
-def python_runner_from_code_judge(time_s=10.0):
-    """The python tool runs only through code_judge.py's sandbox (its `run_tests`, one run with empty
-    stdin); None when that module is not importable, and then the tool is not offered at all."""
-    try:
-        import code_judge
-    except ImportError:
-        return None
-
-    def runner(code):
-        runs, _features = code_judge.run_tests(code, [""], limits=code_judge.Limits(time_s=time_s))
-        run = runs[0]
-        output = run.output if isinstance(run.output, str) else json.dumps(run.output)
-        status = "" if run.status == "ok" else f"[{run.status}: {run.detail}]\n"
-        return _cap(status + (output.strip() or "(no output)"), 2000)
-    return runner
-
-
-def make_toolbox(backend="local", world_path=WORLD_PATH, with_python=True, **kwargs):
-    if backend == "local":
-        wiki = LocalWiki.load(world_path)
-        searcher = reader = wiki
-    elif backend == "web":
-        searcher, reader = SerperSearch(), JinaReader()
-    else:
-        raise ValueError(f"unknown backend {backend!r} (local, web)")
-    return Toolbox(searcher, reader, python_runner_from_code_judge() if with_python else None, **kwargs)
-
-
-# -----------------------------------------------------------------------------
-# Answer scoring
-
-def normalize_answer(s):
-    """SQuAD: lower case, drop punctuation and the articles a/an/the, collapse whitespace."""
-    s = "".join(ch for ch in str(s).lower() if ch not in set(string.punctuation))
-    s = re.sub(r"\b(a|an|the)\b", " ", s)
-    return " ".join(s.split())
-
-
-def exact_match(prediction, gold):
-    return float(normalize_answer(prediction) == normalize_answer(gold))
-
-
-def token_f1(prediction, gold):
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if not pred or not ref:
-        return float(pred == ref)
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
-
-
-def _as_number(s):
-    try:
-        return float(str(s).replace("$", "").replace("%", "").replace(",", "").strip())
-    except ValueError:
-        return None
-
-
-def _gaia_str(s, drop_punctuation=True):
-    s = re.sub(r"\s", "", str(s)).lower()
-    return s.translate(str.maketrans("", "", string.punctuation)) if drop_punctuation else s
-
-
-def gaia_match(prediction, gold):
-    """The GAIA scorer's rules: a numeric gold is compared as a number after stripping `$ % ,` from the
-    prediction; a gold containing `,` or `;` is a list compared item by item (same length, numbers as
-    numbers, strings without whitespace, case-insensitive); otherwise strings compared ignoring
-    whitespace, punctuation and case."""
-    prediction = "None" if prediction is None else str(prediction)
-    gold = str(gold)
-    if _as_number(gold) is not None and "," not in gold:
-        return _as_number(prediction) == float(gold)
-    if "," in gold or ";" in gold:
-        gold_items, pred_items = re.split(r"[,;]", gold), re.split(r"[,;]", prediction)
-        if len(gold_items) != len(pred_items):
-            return False
-        return all((_as_number(p) == float(g)) if _as_number(g) is not None else
-                   _gaia_str(p, drop_punctuation=False) == _gaia_str(g, drop_punctuation=False)
-                   for p, g in zip(pred_items, gold_items))
-    return _gaia_str(prediction) == _gaia_str(gold)
-
-
-JUDGE_PROMPT = """You grade answers. Question: {question}
-Gold answer: {gold}
-Predicted answer: {prediction}
-Is the predicted answer correct (same meaning as the gold answer)? Reply with one line: "correct: yes" or "correct: no"."""
-
-
-def parse_judge_verdict(text):
-    """True / False from the judge's last line starting with `correct:`; None when there is none.
-    Anchored at the line start so "incorrect: yes" or "not correct: yes" never reads as a yes."""
-    found = re.findall(r"^[\s*_#>-]*correct[\s*_]*:[\s*_]*(yes|no)\b", text or "", flags=re.I | re.M)
-    return None if not found else found[-1].lower() == "yes"
-
-
-def llm_judge(question, prediction, gold, chat):
-    """chat: messages -> reply text (see endpoint_chat). Returns True/False, None if unparsable."""
-    reply = chat([{"role": "user", "content": JUDGE_PROMPT.format(question=question, gold=gold,
-                                                                  prediction=prediction)}])
-    return parse_judge_verdict(reply)
-
-
-def score_answer(prediction, gold, method="gaia", question="", chat=None):
-    """All scores of one answer; `correct` is the one chosen by `method` (gaia | em | f1 | llm)."""
-    if prediction is None:
-        return {"em": 0.0, "f1": 0.0, "gaia": False, "correct": False}
-    scores = {"em": exact_match(prediction, gold), "f1": token_f1(prediction, gold),
-              "gaia": gaia_match(prediction, gold)}
-    if method == "llm":
-        scores["llm"] = llm_judge(question, prediction, gold, chat)
-    scores["correct"] = {"gaia": scores["gaia"], "em": scores["em"] == 1.0, "f1": scores["f1"] >= 0.5,
-                         "llm": bool(scores.get("llm"))}[method]
-    return scores
-
-
-def endpoint_chat(url, model, api_key_env="OPENAI_API_KEY", max_tokens=512, temperature=0.0, **http):
-    """A chat function over an OpenAI-compatible /v1/chat/completions endpoint: messages -> reply text."""
-    def chat(messages):
-        headers = {"Content-Type": "application/json"}
-        if os.environ.get(api_key_env):
-            headers["Authorization"] = "Bearer " + os.environ[api_key_env]
-        resp = request_with_retries("POST", url.rstrip("/") + "/chat/completions", what="chat", headers=headers,
-                                    json={"model": model, "messages": messages, "max_tokens": max_tokens,
-                                          "temperature": temperature}, **http)
-        return resp.json()["choices"][0]["message"].get("content") or ""
-    return chat
 
 
 # -----------------------------------------------------------------------------
@@ -598,7 +226,7 @@ class LLMCritic:
                                           calls=calls_text, observations=observations or "(none)")
             try:
                 verdict = parse_critic_reply(self.chat([{"role": "user", "content": prompt}]), self.threshold)
-            except ToolError as e:
+            except (ToolError, ApiError) as e:
                 verdict = {**{d: 0.0 for d in DIMENSIONS}, "pass": False, "judge": "llm", "parse_error": str(e)}
             verdicts.append(verdict)
             history.append(f"- {calls_text} -> {_cap(observations, 150)}")
@@ -712,15 +340,6 @@ PLACEHOLDER = "[older tool result omitted]"
 FORCE_ANSWER = "Stop searching: the context is full. Reply now without tool calls as <answer>ANSWER</answer>."
 NO_CALL = "Error: no tool call and no <answer>...</answer>. Call a tool, or give the final answer."
 CUT_OFF = "Error: the reply was cut off at the token limit. Be brief; call a tool or answer."
-
-
-def assistant_text(tokenizer, message):
-    """What a model writes after the generation prompt for `message`, in render's layout (<think>, reasoning,
-    </think>, content, tool calls, <|im_end|>). Rendered as the last turn after a user query, so its think block is
-    always there (empty when the message has no reasoning), as the model generates it."""
-    probe = [{"role": "user", "content": "."}]
-    head = tokenizer.render(probe, add_generation_prompt=True)
-    return tokenizer.render(probe + [message])[len(head):].rstrip("\n")
 
 
 def build_view(base, turns, dropped, verbatim_from, forced, obs_cap):
@@ -922,110 +541,6 @@ class Episode:
 
 
 # -----------------------------------------------------------------------------
-# Policies: generate(requests, max_new_tokens) -> [{tokens, logprobs, finish_reason}]
-
-class ModelPolicy:
-    """This project's model in-process, through nanbeige41.generate's batched KV-cache sampling."""
-
-    def __init__(self, model, tokenizer, temperature=1.0, top_p=1.0, top_k=0, seed=None):
-        self.model, self.tok = model, tokenizer
-        self.temperature, self.top_p, self.top_k, self.seed = temperature, top_p, top_k, seed
-        self.calls = 0
-
-    def generate(self, requests, max_new_tokens):
-        from nanbeige41.generate import generate
-        self.calls += 1
-        seed = None if self.seed is None else self.seed + self.calls  # fresh noise each turn, reproducible
-        return generate(self.model, [r["prompt_ids"] for r in requests], max_new_tokens,
-                        temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                        eos_ids=[self.tok.im_end_id], seed=seed)
-
-    def chat(self, messages, max_new_tokens=256):
-        """messages -> reply content, greedy: lets this model serve as LLMCritic / llm_judge."""
-        from nanbeige41.generate import generate
-        prompt = self.tok.encode(self.tok.render(messages, add_generation_prompt=True))
-        out = generate(self.model, [prompt], max_new_tokens, temperature=0.0, eos_ids=[self.tok.im_end_id])
-        return self.tok.parse_assistant(self.tok.decode(out[0]["tokens"]))["content"] or ""
-
-
-class EndpointPolicy:
-    """Any OpenAI-compatible /chat/completions endpoint (a strong model for data synthesis). The reply
-    message is put back into this family's text layout and tokenised with our tokenizer, so records look
-    the same as in-process ones; log-probs are not available (zeros) and the ids are a re-tokenisation,
-    fine for SFT data, not for RL."""
-
-    def __init__(self, url, model, tokenizer, api_key_env="OPENAI_API_KEY", temperature=0.7, **http):
-        self.url, self.model, self.tok = url.rstrip("/"), model, tokenizer
-        self.api_key_env, self.temperature, self.http = api_key_env, temperature, http
-
-    def generate(self, requests, max_new_tokens):
-        out = []
-        for r in requests:
-            headers = {"Content-Type": "application/json"}
-            if os.environ.get(self.api_key_env):
-                headers["Authorization"] = "Bearer " + os.environ[self.api_key_env]
-            resp = request_with_retries("POST", self.url + "/chat/completions", what="policy", headers=headers,
-                                        json={"model": self.model, "messages": openai_messages(r["messages"]),
-                                              "tools": r["tools"], "max_tokens": max_new_tokens,
-                                              "temperature": self.temperature}, **self.http)
-            choice = resp.json()["choices"][0]
-            msg = choice["message"]
-            calls, content = [], msg.get("content") or ""
-            for c in msg.get("tool_calls") or []:
-                name, args = c["function"]["name"], c["function"].get("arguments", "{}")
-                try:
-                    calls.append({"name": name, "arguments": json.loads(args) if isinstance(args, str) else args})
-                except json.JSONDecodeError:  # written out as the model sent it, so parse_assistant reports it
-                    content += f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": {args}}}\n</tool_call>'
-            message = {"role": "assistant", "content": content,
-                       "reasoning_content": msg.get("reasoning_content") or msg.get("reasoning") or "",
-                       "tool_calls": calls}
-            tokens = self.tok.encode(assistant_text(self.tok, message))
-            out.append({"tokens": tokens, "logprobs": [0.0] * len(tokens),
-                        "finish_reason": "length" if choice.get("finish_reason") == "length" else "eos"})
-        return out
-
-
-def openai_messages(messages):
-    """Our messages in the OpenAI wire format: call ids paired with the tool results that answer them,
-    arguments as JSON strings, reasoning left out (endpoints do not take it back)."""
-    out, pending = [], []
-    for i, m in enumerate(messages):
-        if m["role"] == "assistant":
-            calls = [{"id": f"call_{i}_{k}", "type": "function",
-                      "function": {"name": c["function"]["name"], "arguments": json.dumps(c["function"]["arguments"])}}
-                     for k, c in enumerate(m.get("tool_calls") or [])]
-            pending = [c["id"] for c in calls]
-            out.append({"role": "assistant", "content": m.get("content") or ""} | ({"tool_calls": calls} if calls else {}))
-        elif m["role"] == "tool":
-            out.append({"role": "tool", "content": m["content"], "tool_call_id": pending.pop(0) if pending else "none"})
-        else:
-            out.append({"role": m["role"], "content": m["content"]})
-    return out
-
-
-class ScriptedPolicy:
-    """For tests and the CLI without a model: `script(messages, turn_index) -> assistant message dict or
-    raw generated text`; ids are the tokenisation of that text, log-probs zeros."""
-
-    def __init__(self, script, tokenizer):
-        self.script, self.tok = script, tokenizer
-        self.turn = 0
-
-    def generate(self, requests, max_new_tokens):
-        out = []
-        for r in requests:
-            reply = self.script(r["messages"], self.turn)
-            text = reply if isinstance(reply, str) else assistant_text(self.tok, reply)
-            tokens = self.tok.encode(text)
-            finish = "eos" if tokens and tokens[-1] == self.tok.im_end_id else "length"
-            tokens = tokens[:max_new_tokens]
-            out.append({"tokens": tokens, "logprobs": [0.0] * len(tokens), "finish_reason": finish})
-        self.turn += 1
-        return out
-
-
-# -----------------------------------------------------------------------------
 # What the GRPO agent stage calls
 
 def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=None, score_method="gaia",
@@ -1065,7 +580,7 @@ def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic
             break
         try:
             generations = policy.generate([req for _, req in live], config.max_new_tokens)
-        except (ToolError, requests.RequestException, KeyError, ValueError) as e:
+        except (ToolError, ApiError, requests.RequestException, KeyError, ValueError) as e:
             for ep, _ in live:  # the policy itself failed (endpoint down, bad reply): end these rollouts
                 ep._end("error", f"policy failed: {type(e).__name__}: {_cap(str(e), 200)}")
             break
@@ -1154,11 +669,11 @@ def turn_samples(record):
 # -----------------------------------------------------------------------------
 # Command line
 
-TOY_CHECKPOINTS = [os.path.join(ROOT, "runs", "toy", "agent"), os.path.join(ROOT, "runs", "toy", "sft")]
+TOY_CHECKPOINTS = [paths.toy_run("agent"), paths.toy_run("sft")]
 
 
 def find_toy_question(text):
-    for q in toy_world.load_questions(QUESTIONS_PATH):
+    for q in toy_world.load_questions(paths.TOY_QUESTIONS):
         if q["question"].strip().lower() == text.strip().lower() or q["id"] == text.strip():
             return q
     return None
@@ -1185,9 +700,7 @@ def print_record(rec):
 
 
 def main(argv=None):
-    import argparse
 
-    from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
     p = argparse.ArgumentParser(description="Run the deep-search agent on one question and print the trajectory.")
     p.add_argument("--question", required=True, help="question text, or a toy question id such as toy-0003")
     # Policy
@@ -1201,7 +714,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     # Tools
     p.add_argument("--backend", choices=["local", "web"], default="local")
-    p.add_argument("--world", default=WORLD_PATH)
+    p.add_argument("--world", default=paths.TOY_WORLD)
     p.add_argument("--no-python", action="store_true", help="do not offer the python tool")
     # Context policy
     defaults = AgentConfig()
@@ -1218,7 +731,6 @@ def main(argv=None):
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     args = p.parse_args(argv)
 
-    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
     row = find_toy_question(args.question) or {"question": args.question}
     ckpt = args.ckpt
     if not (ckpt or args.endpoint or args.scripted):
@@ -1233,7 +745,6 @@ def main(argv=None):
     tok_dir = args.tokenizer or (ckpt if ckpt and os.path.isfile(os.path.join(ckpt, "tokenizer.json"))
                                  else toy_tokenizer_path())
     if ckpt and not args.scripted:  # a bad --ckpt is one line naming the directory and what is wrong
-        from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
         try:
             _, tokenizer = check_hf_checkpoint(ckpt, tokenizer_dir=tok_dir)
         except CheckpointError as e:
@@ -1247,7 +758,6 @@ def main(argv=None):
     elif args.endpoint and not ckpt:
         policy = EndpointPolicy(args.endpoint, args.model, tokenizer, temperature=args.temperature)
     else:
-        from nanbeige41.model import Transformer
         policy = ModelPolicy(Transformer.from_pretrained(ckpt), tokenizer, args.temperature, args.top_p, seed=args.seed)
     toolbox = make_toolbox(args.backend, args.world, with_python=not args.no_python)
     judge_chat = endpoint_chat(args.endpoint, args.model) if args.endpoint else (

@@ -4,9 +4,12 @@ Toy, on a CPU, from a fresh clone (missing prerequisite checkpoints — toy SFT,
 built first by running the earlier stage, and the log says so):
     torchrun --standalone --nproc_per_node 1 train_grpo.py --stage code2
     python train_grpo.py --stage point --max-steps 20          # plain single process works too
-Real run (GPUs, FSDP2 over the ranks; --init is the previous stage's HF-format output):
-    torchrun --nproc_per_node 8 train_grpo.py --stage code1 --config 3b --init runs/3b/pair \\
-        --data lcb_problems.jsonl --out runs/3b/code1 --max-new-tokens 32768 --prompts-per-step 64
+Real run (GPUs, FSDP2 over the ranks; --init is the previous stage's HF-format output; the 3b DEFAULTS
+below give every stage the paper's settings where it states them, published GRPO practice elsewhere):
+    torchrun --nproc_per_node 8 train_grpo.py --config 3b --stage point --init runs/3b/sft \\
+        --data general_prompts.jsonl --reward-model runs/3b/rm_point --activation-checkpointing
+    torchrun --nproc_per_node 8 train_grpo.py --config 3b --stage code1 --init runs/3b/pair \\
+        --data lcb_problems.jsonl --activation-checkpointing          # writes runs/3b/code1
 
 | --stage | reward                                                              | paper      |
 |---------|---------------------------------------------------------------------|------------|
@@ -16,8 +19,11 @@ Real run (GPUs, FSDP2 over the ranks; --init is the previous stage's HF-format o
 | code2   | + R_time, only when all tests pass (gated time-complexity reward)   | 2.3.3 (2)  |
 | agent   | answer correct (trajectory) + turn-level critic rewards              | 2.2, 2.4   |
 
-One step of the algorithm (GRPO from DeepSeekMath, with DAPO's clip-higher, token-level loss and
-dynamic sampling as options):
+The objective. The paper says GRPO (DeepSeekMath) and no more; the defaults here are the DAPO variant of it, which
+the toy runs were measured with and which published long-CoT GRPO runs use: clip-higher (0.2 / 0.28), token-mean
+loss, no KL term and no reference model, dynamic sampling, and a length penalty on rollouts cut at
+--max-new-tokens (--overlong penalty 0.5). DeepSeekMath's GRPO is `--clip-high 0.2 --loss-agg seq-mean-token-mean
+--kl-coef 0.04 --no-dynamic-sampling --overlong none`. One step:
   1. take P prompts; sample G rollouts each with the current policy (KV-cache generation), keeping
      the sampled tokens and their log-probs (token in, token out: nothing is re-tokenised);
   2. score every rollout with the stage's reward; group-relative advantage
@@ -50,22 +56,32 @@ import json
 import math
 import os
 import random
-import subprocess
 import sys
 import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
+import torch.distributed as dist
 
-from nanbeige41 import rl_envs
+import code_judge
+import reward_models
+import search_agent
+from nanbeige41 import agent_policies, paths, search_tools
 from nanbeige41.checkpoint import (CheckpointError, check_hf_checkpoint, latest_checkpoint, load_checkpoint,
-                                   save_checkpoint, save_hf)
+                                   save_checkpoint, save_hf, truncate_metrics)
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
-from nanbeige41.distributed import all_reduce_max, all_reduce_sum, cleanup, is_sharded, parallelize, print0, setup
+from nanbeige41.data import read_jsonl
+from nanbeige41.distributed import (all_gather_list, all_reduce_max, all_reduce_sum, cleanup, is_sharded, parallelize,
+                                    print0, setup, sync_rollout_model)
 from nanbeige41.generate import generate
-from nanbeige41.losses import token_logprobs
+from nanbeige41.losses import packed_logprobs
 from nanbeige41.model import Transformer
 from nanbeige41.tokenizer import Tokenizer
+from nanbeige41.toy_chat import is_overlong, is_repetitive
+from nanbeige41.toy_code import code_prompt
 
 STAGES = ("point", "pair", "code1", "code2", "agent")
 # Toy chain: which toy checkpoint each stage starts from (the 3b run passes --init explicitly).
@@ -147,36 +163,6 @@ class Sample:
     info: dict = field(default_factory=dict)
 
 
-def packed_logprobs(model, samples, temperature, chunk_size=1024, with_entropy=False):
-    """Log-probs (and entropies) of every response token of `samples`, all packed into one row
-    with per-sample position ids (no padding; documents do not attend to each other). The output
-    projection is chunked (losses.token_logprobs), so memory stays flat in the vocabulary size."""
-    device = model.lm_head.weight.device
-    ids, pos, where, targets = [], [], [], []
-    for s in samples:
-        seq = s.prompt + s.response
-        # the hidden state at position p predicts token p+1: the response is predicted from
-        # positions len(prompt)-1 .. len(seq)-2 of this sample
-        where.extend(range(len(ids) + len(s.prompt) - 1, len(ids) + len(seq) - 1))
-        ids.extend(seq)
-        pos.extend(range(len(seq)))
-        targets.extend(s.response)
-    ids = torch.tensor(ids, device=device)[None]
-    pos = torch.tensor(pos, device=device)[None]
-    where = torch.tensor(where, device=device)
-    targets = torch.tensor(targets, device=device)
-
-    def head(hidden, weight):  # runs inside model.forward (FSDP2 has the full lm_head there)
-        out = token_logprobs(hidden[0, where], weight, targets, chunk_size, temperature, with_entropy)
-        # one output tensor: FSDP2 hooks its backward on forward's outputs, and a (logprobs, entropy)
-        # tuple measurably broke gradient accumulation across micro-batches on 2 ranks
-        return torch.stack(out) if with_entropy else out
-    out = model(ids, pos, head_fn=head)
-    lp, ent = (out[0], out[1].detach()) if with_entropy else (out, None)
-    sizes = [len(s.response) for s in samples]
-    return lp.split(sizes), (ent.split(sizes) if ent is not None else None)
-
-
 def micro_batches(samples, max_tokens):
     """Greedy split into micro-batches of at most max_tokens tokens (a longer sample goes alone)."""
     batches, current, size = [], [], 0
@@ -215,11 +201,11 @@ def policy_update(model, ref_model, optimizer, samples, args, world):
     while len(batches) < n_batches:
         batches.append([Sample("pad", -1, [0], [0], [0.0], [0])])
     for mb in batches:
-        logps, ents = packed_logprobs(model, mb, args.temperature, args.chunk_size, with_entropy=True)
+        logps, ents = packed_logprobs(model, mb, args.temperature, args.loss_chunk, with_entropy=True)
         ref_logps = None
         if ref_model is not None:
             with torch.no_grad():
-                ref_logps, _ = packed_logprobs(ref_model, mb, args.temperature, args.chunk_size)
+                ref_logps, _ = packed_logprobs(ref_model, mb, args.temperature, args.loss_chunk)
         total = 0.0 * sum(lp.sum() for lp in logps)  # keeps the graph whole even when nothing is masked in
         for j, s in enumerate(mb):
             mask = torch.tensor(s.loss_mask, dtype=torch.bool, device=logps[j].device)
@@ -350,16 +336,6 @@ def trajectory_stats(samples, log_keys):
 # -----------------------------------------------------------------------------
 # Difficulty filter, evaluation, weight sync
 
-def all_gather_list(values):
-    """Concatenate every rank's Python list (rank order). Identity without a process group."""
-    import torch.distributed as dist
-    if not dist.is_initialized():
-        return list(values)
-    boxes = [None] * dist.get_world_size()
-    dist.all_gather_object(boxes, list(values))
-    return [v for box in boxes for v in box]
-
-
 def difficulty_filter(model, tokenizer, env, items, args, world, log):
     """Section 2.3.2 on-policy filter: n rollouts per item, keep items with lo <= successes <= hi."""
     filter_args = argparse.Namespace(**{**vars(args), "group_size": args.filter_n})
@@ -397,46 +373,219 @@ def evaluate_policy(model, tokenizer, env, args, world):
     return {f"eval_{k}": sums[k] / max(sums["n"], 1.0) for k in keys}
 
 
-def sync_rollout_model(model, rollout_model):
-    """Copy the (possibly FSDP-sharded) policy's full weights into the plain per-rank copy used for
-    generation — what an RL system does when it pushes weights to its inference engine. Without
-    sharding the policy generates itself and nothing is copied."""
-    if rollout_model is model:
-        return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-    rollout_model.load_state_dict({k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in state.items()})
-
-
 def ensure_toy_init(stage, log, world):
     """The toy checkpoint this stage starts from; built first (earlier stage) when missing."""
-    import torch.distributed as dist
     prev = TOY_PREREQ[stage]
-    path = os.path.join(rl_envs.ROOT, "runs", "toy", prev)
-    if world.is_main and not os.path.isfile(os.path.join(path, "config.json")):
+    path = paths.toy_run(prev)
+    if world.is_main:
         script = ["train_sft.py", "--config", "toy"] if prev == "sft" else ["train_grpo.py", "--stage", prev]
-        log(f"toy prerequisite {path} is missing: running `python {' '.join(script)} --out {path}` first")
-        subprocess.run([sys.executable, os.path.join(rl_envs.ROOT, script[0])] + script[1:] + ["--out", path],
-                       check=True, env=rl_envs._plain_env())
+        paths.build_missing(path, "config.json", script + ["--out", path], log)
     if dist.is_initialized():
         dist.barrier()
     return path
 
 
 # -----------------------------------------------------------------------------
+# What each stage trains on and how it is scored (paper 2.4): the prompt sets and reward functions of the
+# cascaded RL stages, behind one small record so the loop below reads the same for all five.
+#
+# | stage | items                                   | reward                                                    |
+# |-------|-----------------------------------------|-----------------------------------------------------------|
+# | point | general prompts (data/toy/rl_prompts)   | point-wise RM score (reward_models.point_rewards)         |
+# | pair  | general prompts + a reference answer    | 1 if the rollout beats the reference (pair_rewards)       |
+# | code1 | code problems (LCB layout)              | w_f R_format + w_c R_correctness (code_judge.code_reward) |
+# | code2 | code problems with optimal complexity   | + w_t R_time, only when every test passes (code_reward)   |
+# | agent | multi-hop questions over the toy world  | answer score; turn verdicts from the critic (search_agent)|
+#
+# A reward function never takes the run down: an exception while scoring one sample gives that sample
+# reward 0 and is logged with its item id (a code-judge timeout is already a normal zero).
+
+@dataclass
+class Env:
+    name: str
+    items: list                     # training items (prompts / problems / questions)
+    eval_items: list                # held out, scored greedily every --eval-every steps
+    item_id: Callable               # item -> str
+    prompt_ids: Callable = None     # item -> token ids of the rendered prompt (single-turn stages)
+    reward: Callable = None         # (items, texts, truncated) -> [dict(total=..., components...)]
+    success: Callable = None        # reward dict -> bool, the difficulty filter's criterion (code stages)
+    rollout: Callable = None        # multi-turn stages: (model, tok, items, args, seed) -> [Sample]
+    log_keys: tuple = ()            # reward-dict keys averaged into metrics.jsonl
+
+
+def safe_rewards(score_one, items, texts, truncated, item_id, log, workers=1):
+    """score_one(item, text, truncated) -> dict with 'total'; exceptions become reward 0 + a log line."""
+    def run(args):
+        item, text, cut = args
+        try:
+            return score_one(item, text, cut)
+        except Exception as e:  # noqa: BLE001 — one bad sample must not end the run
+            log(f"reward error on {item_id(item)}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=2)}")
+            return {"total": 0.0, "error": f"{type(e).__name__}: {e}"}
+    jobs = list(zip(items, texts, truncated))
+    if workers <= 1:
+        return [run(j) for j in jobs]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(run, jobs))
+
+
+def chat_prompt_ids(tokenizer, messages, tools=None):
+    return tokenizer.encode(tokenizer.render(messages, tools=tools, add_generation_prompt=True))
+
+
+# -----------------------------------------------------------------------------
+# code1 / code2 (section 2.3)
+
+def code_env(stage, args, tokenizer, log):
+    problems = code_judge.load_problems(args.data or paths.TOY_CODE)
+    train = [p for p in problems if p.get("split", "train") == "train"]
+    held_out = [p for p in problems if p.get("split") == "test"]
+    with_time = stage == "code2"
+    # a rollout stuck in a loop is scored TLE on its remaining tests without running them, so one
+    # endless program costs time_s, not time_s per test (measured: 45 s steps -> ~5 s)
+    limits = code_judge.Limits(time_s=args.test_time_s, stop_after_tle=True)
+
+    def score_one(problem, text, truncated):
+        r = code_judge.code_reward(problem, text, stage=stage, truncated=truncated, w_format=args.w_format,
+                                   w_correctness=args.w_correctness, w_time=args.w_time, fast=True, limits=limits)
+        return {"total": r["total"], "r_format": r["format"], "r_correctness": r["correctness"],
+                "r_time": r["time"], "pass_rate": float(r["pass_rate"] == 1.0),
+                "meets_optimal": float(bool(r["meets_optimal"]))}
+
+    def reward(items, texts, truncated):
+        return safe_rewards(score_one, items, texts, truncated, lambda p: p["question_id"], log,
+                            workers=args.judge_workers)
+
+    def success(r):  # section 2.3.2: stage 1 counts full passes, stage 2 optimal-complexity solutions
+        return r.get("meets_optimal", 0.0) == 1.0 if with_time else r.get("pass_rate", 0.0) == 1.0
+
+    return Env(stage, train, held_out, item_id=lambda p: p["question_id"],
+               prompt_ids=lambda p: chat_prompt_ids(tokenizer, [{"role": "user", "content": code_prompt(p)}]),
+               reward=reward, success=success,
+               log_keys=("r_format", "r_correctness", "r_time", "pass_rate", "meets_optimal"))
+
+
+# -----------------------------------------------------------------------------
+# point / pair (sections 2.1.2, 2.1.3)
+
+def general_env(stage, args, tokenizer, log, device):
+    records = [r for r in read_jsonl(args.data or paths.TOY_RL_PROMPTS) if r.get("stage", stage) == stage]
+    n_eval = max(1, len(records) // 10)
+    kind = "point" if stage == "point" else "pair"
+    rm_path = args.reward_model or paths.build_missing(  # the toy RM, trained first when it is missing
+        paths.toy_run(f"rm_{kind}"), "reward_head.json",
+        ["reward_models.py", "train", "--kind", kind, "--out", paths.toy_run(f"rm_{kind}")], log)
+    rm = reward_models.load_reward_model(rm_path, device=device)
+    rm_tok = tokenizer.__class__.from_pretrained(rm_path)
+
+    def reward(items, texts, truncated):
+        prompts = [r["messages"] for r in items]
+        try:
+            if stage == "point":
+                scores = reward_models.point_rewards(rm, rm_tok, prompts, texts)
+            else:
+                scores = reward_models.pair_rewards(rm, rm_tok, prompts, texts, [r["reference"] for r in items])
+        except Exception as e:  # noqa: BLE001 — fall back to one sample at a time to isolate the bad one
+            log(f"batched RM scoring failed ({type(e).__name__}: {e}); scoring one by one")
+            fn = reward_models.point_rewards if stage == "point" else reward_models.pair_rewards
+
+            def one(item, text, _):
+                extra = [] if stage == "point" else [[item["reference"]]]
+                return {"total": fn(rm, rm_tok, [item["messages"]], [text], *extra)[0]}
+            scores = [r["total"] for r in safe_rewards(one, items, texts, truncated, lambda r: r["id"], log)]
+        # defect rates the point-wise stage is meant to push down (section 2.1.2)
+        answers = [reward_models.split_response(t)[1] for t in texts]
+        return [{"total": float(s), "rm_score": float(s), "repetitive": float(is_repetitive(a)),
+                 "overlong_text": float(is_overlong(a))} for s, a in zip(scores, answers)]
+
+    return Env(stage, records[n_eval:], records[:n_eval], item_id=lambda r: r["id"],
+               prompt_ids=lambda r: chat_prompt_ids(tokenizer, r["messages"]), reward=reward,
+               log_keys=("rm_score", "repetitive", "overlong_text"))
+
+
+# -----------------------------------------------------------------------------
+# agent (sections 2.2, 2.4)
+
+def agent_env(args, tokenizer, log):
+    rows = read_jsonl(args.data or paths.TOY_QUESTIONS)
+    train = [r for r in rows if r.get("split", "train") == "train"]
+    held_out = [r for r in rows if r.get("split") == "test"]
+    if args.agent_max_hops:  # an easier curriculum: train (and evaluate) on questions of at most this many hops
+        train = [r for r in train if r.get("hops", 1) <= args.agent_max_hops]
+        held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
+    toolbox = search_tools.make_toolbox("local")  # the SFT trajectories offer search, visit and python
+    config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
+                                      max_context_tokens=args.agent_context)
+    critic = search_agent.RuleCritic()
+
+    def rollout(model, tok, items, a, seed):
+        policy = agent_policies.ModelPolicy(model, tok, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
+                                          seed=seed)
+        samples = []
+        groups = search_agent.rollout_groups(policy, items, a.group_size, tok, toolbox, config, critic)
+        for g, (row, trajs) in enumerate(zip(items, groups)):  # all episodes advance in lockstep
+            for k, traj in enumerate(trajs):
+                score = float(traj["score"] or 0.0)
+                passed = [v is None or v["pass"] for v in traj["verdicts"]]
+                for seg_index, seg in enumerate(traj["segments"]):
+                    bad = [traj["turns"][t]["span"] for t in seg["turns"] if not passed[t]]
+                    cut = any(traj["turns"][t]["finish_reason"] == "length" for t in seg["turns"])
+                    samples.append(Sample(item_id=row["id"], group=g, prompt=seg["prompt_ids"],
+                                          response=seg["completion_ids"], old_logprobs=seg["logprobs"],
+                                          loss_mask=list(seg["loss_mask"]), traj=k, reward=score, overlong=cut,
+                                          bad_spans=bad,
+                                          info={"total": score, "answer_score": score,
+                                                "turns": float(len(traj["turns"])),
+                                                "turn_pass": sum(passed) / max(1, len(passed)),
+                                                "answered": float(traj["termination"] == "answer")}))
+        return samples
+
+    # no difficulty filter here: the paper's k-in-[1, 5] filter belongs to the code stages (2.3.2)
+    return Env("agent", train, held_out, item_id=lambda r: r["id"], rollout=rollout,
+               log_keys=("answer_score", "turns", "turn_pass", "answered"))
+
+
+def make_env(stage, args, tokenizer, log, device="cpu"):
+    if stage in ("code1", "code2"):
+        return code_env(stage, args, tokenizer, log)
+    if stage in ("point", "pair"):
+        return general_env(stage, args, tokenizer, log, device)
+    if stage == "agent":
+        return agent_env(args, tokenizer, log)
+    raise ValueError(f"unknown --stage {stage!r}")
+
+
+# -----------------------------------------------------------------------------
 # Command line
 
-TOY_STAGE_DEFAULTS = {
-    # stage: (max_steps, prompts_per_step, max_new_tokens, lr, temperature, filter_max_items)
-    # The toy SFT model solves ~5% of its code prompts when sampling at T=1.0 but ~11-21% at
-    # T=0.5-0.7 (measured): at T=1.0 too few groups of 8 have 1-5 successes to learn from.
-    "point": (20, 8, 96, 2e-5, 1.0, 0),
-    "pair": (20, 8, 96, 2e-5, 1.0, 0),
-    "code1": (30, 8, 160, 2e-4, 0.7, 96),
-    # code2 at 2e-4 overfit its ~25 filtered problems (held-out pass rate 0.50 -> 0.29 in 30 steps);
-    # at 5e-5 held-out R_time rose (0.24 -> 0.37 in the fresh-clone run) with the pass rate flat
-    "code2": (30, 8, 160, 5e-5, 0.7, 96),
-    "agent": (10, 4, 128, 1e-5, 1.0, 0),
+# Per-config, per-stage defaults of the flags left unset (None below).
+# toy: measured on 2 CPU cores (README). The toy SFT model solves ~5% of its code prompts when sampling at T=1.0
+# but ~11-21% at T=0.5-0.7: at T=1.0 too few groups of 8 have 1-5 successes to learn from. code2 at 2e-4 overfit
+# its ~25 filtered problems (held-out pass rate 0.50 -> 0.29 in 30 steps); at 5e-5 held-out R_time rose.
+# 3b: the paper where it says (8 rollouts per prompt; every problem through the k in [1, 5] of 8 filter; 256k
+# context and hundreds of agent turns, sections 2.2-2.4); where it does not, the common settings of published GRPO
+# runs on 1.5B-32B models (DeepSeekMath, DAPO, DeepScaleR, Skywork-OR1): lr 1e-6 after a short warm-up,
+# 128 prompts x 8 rollouts per step, T = 1.0, responses of 16k (general) to 32k (code) tokens; LiveCodeBench's 6 s
+# per test. Step counts are our choice (the paper gives none).
+_TOY = dict(max_steps=20, prompts_per_step=8, max_new_tokens=96, lr=2e-5, warmup_steps=2, temperature=1.0,
+            filter_max_items=0, eval_items=64, test_time_s=2.0, agent_max_turns=8, agent_context=2048)
+_3B = dict(max_steps=500, prompts_per_step=128, max_new_tokens=16384, lr=1e-6, warmup_steps=10, temperature=1.0,
+           filter_max_items=0, eval_items=256, test_time_s=6.0, agent_max_turns=600, agent_context=262144)
+DEFAULTS = {
+    "toy": {
+        "point": dict(_TOY),
+        "pair": dict(_TOY),
+        "code1": dict(_TOY, max_steps=30, max_new_tokens=160, lr=2e-4, temperature=0.7, filter_max_items=96),
+        "code2": dict(_TOY, max_steps=30, max_new_tokens=160, lr=5e-5, temperature=0.7, filter_max_items=96),
+        "agent": dict(_TOY, max_steps=10, prompts_per_step=4, max_new_tokens=128, lr=1e-5, eval_items=16),
+    },
+    "3b": {
+        "point": dict(_3B),
+        "pair": dict(_3B),
+        "code1": dict(_3B, max_steps=300, max_new_tokens=32768),
+        "code2": dict(_3B, max_steps=300, max_new_tokens=32768),
+        "agent": dict(_3B, max_steps=200, prompts_per_step=32, max_new_tokens=8192, eval_items=64),
+    },
 }
 
 
@@ -444,7 +593,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     # Stage and data
     p.add_argument("--stage", required=True, choices=STAGES)
-    p.add_argument("--config", default="toy", help="toy (chained defaults, CPU) | small | 3b")
+    p.add_argument("--config", default="toy", choices=sorted(DEFAULTS), help="which DEFAULTS: toy (chained, CPU) | 3b")
     p.add_argument("--init", default=None, help="HF-format policy checkpoint (toy: the previous toy stage's output)")
     p.add_argument("--data", default=None, help="items JSONL (toy: data/toy/code_problems.jsonl, rl_prompts.jsonl, search_questions.jsonl)")
     p.add_argument("--reward-model", default=None, help="point/pair: RM checkpoint dir (toy: runs/toy/rm_point|rm_pair, trained if missing)")
@@ -466,7 +615,7 @@ def parse_args(argv=None):
     p.add_argument("--no-dynamic-sampling", action="store_true", help="keep zero-variance groups")
     # Objective
     p.add_argument("--lr", type=positive_float, default=None)
-    p.add_argument("--warmup-steps", type=non_negative_int, default=2)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=None)
     p.add_argument("--weight-decay", type=non_negative_float, default=0.0)
     p.add_argument("--grad-clip", type=positive_float, default=1.0)
     p.add_argument("--kl-coef", type=non_negative_float, default=0.0, help="beta of the k3 KL to the initial policy (0: no reference model)")
@@ -483,15 +632,15 @@ def parse_args(argv=None):
     p.add_argument("--w-correctness", type=finite_float, default=1.0)
     p.add_argument("--w-time", type=finite_float, default=0.5)
     p.add_argument("--judge-workers", type=positive_int, default=os.cpu_count() or 1)
-    p.add_argument("--test-time-s", type=positive_float, default=2.0, help="wall clock per test case in the sandbox")
+    p.add_argument("--test-time-s", type=positive_float, default=None, help="wall clock per test case in the sandbox")
     p.add_argument("--no-difficulty-filter", action="store_true")
     p.add_argument("--filter-n", type=positive_int, default=8)
     p.add_argument("--filter-lo", type=non_negative_int, default=1)
     p.add_argument("--filter-hi", type=non_negative_int, default=5)
     p.add_argument("--filter-max-items", type=non_negative_int, default=None, help="0: all training items (toy code stages: 96)")
     # Agent stage (2.2)
-    p.add_argument("--agent-max-turns", type=positive_int, default=8)
-    p.add_argument("--agent-context", type=positive_int, default=2048)
+    p.add_argument("--agent-max-turns", type=positive_int, default=None)
+    p.add_argument("--agent-context", type=positive_int, default=None, help="tokens of the context window")
     p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask", "none"],
                    help="what a turn the critic fails gets (none: trajectory reward only, the ablation)")
     p.add_argument("--turn-penalty", type=finite_float, default=0.5)
@@ -501,27 +650,19 @@ def parse_args(argv=None):
     p.add_argument("--micro-batch-tokens", type=positive_int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "
                         "on CPU 1024 and 4096 measured the same speed)")
-    p.add_argument("--chunk-size", type=positive_int, default=1024, help="rows per chunk of the output projection")
-    p.add_argument("--grad-checkpointing", action="store_true")
+    p.add_argument("--loss-chunk", type=positive_int, default=1024, help="tokens per chunk of the output projection")
+    p.add_argument("--activation-checkpointing", action="store_true", help="recompute each block in backward")
     # Logging and checkpoints
     p.add_argument("--eval-every", type=non_negative_int, default=5)
     p.add_argument("--eval-items", type=positive_int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
     p.add_argument("--save-every", type=positive_int, default=10)
-    p.add_argument("--keep", type=non_negative_int, default=2)
+    p.add_argument("--keep-checkpoints", type=non_negative_int, default=2)
     args = p.parse_args(argv)
     if args.group_size < 2:  # one rollout has no group to be compared with: its advantage is 0 (or 0/0 with the std)
         p.error(f"argument --group-size: expected an integer >= 2, got {args.group_size}")
-    steps, prompts, new_tokens, lr, temperature, filter_items = TOY_STAGE_DEFAULTS[args.stage]
-    if args.config != "toy":  # the real run: the paper's sampling, every item through the filter
-        temperature, filter_items = 1.0, 0
-    args.temperature = temperature if args.temperature is None else args.temperature
-    args.filter_max_items = filter_items if args.filter_max_items is None else args.filter_max_items
-    if args.eval_items is None:  # a multi-turn agent evaluation costs ~turns x a single-turn one
-        args.eval_items = 16 if args.stage == "agent" else 64
-    args.max_steps = steps if args.max_steps is None else args.max_steps
-    args.prompts_per_step = prompts if args.prompts_per_step is None else args.prompts_per_step
-    args.max_new_tokens = new_tokens if args.max_new_tokens is None else args.max_new_tokens
-    args.lr = lr if args.lr is None else args.lr
+    for k, v in DEFAULTS[args.config][args.stage].items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     if args.out is None:
         args.out = os.path.join("runs", args.config, args.stage)
     return args
@@ -539,7 +680,6 @@ def main(argv=None):
     try:
         check_hf_checkpoint(args.init, tokenizer_dir=args.init)
         if args.reward_model and args.stage in ("point", "pair"):
-            import reward_models
             flag = "--reward-model"
             reward_models.check_reward_model(args.reward_model)
     except CheckpointError as e:
@@ -561,16 +701,14 @@ def run(args, world, env=None):
     rollout_model = model
     if world.world_size > 1:  # shard the policy; generate with a plain, synced per-rank copy
         rollout_model = Transformer.from_pretrained(args.init).to(device).eval()
-        parallelize(model, activation_checkpointing=args.grad_checkpointing)
-    else:
-        model.gradient_checkpointing = args.grad_checkpointing
+    parallelize(model, activation_checkpointing=args.activation_checkpointing)  # FSDP2 only with a process group
     ref_model = None
     if args.kl_coef > 0:
         ref_model = Transformer.from_pretrained(args.init).to(device).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
                                   betas=(0.9, 0.999), fused=not is_sharded(model))  # fused: ~4x on CPU
     if env is None:
-        env = rl_envs.make_env(args.stage, args, tokenizer, log, device=device)
+        env = make_env(args.stage, args, tokenizer, log, device=device)
     log(f"stage {args.stage}: init {args.init}, {len(env.items)} training items, {len(env.eval_items)} held out, "
         f"world {world.world_size}, G={args.group_size}, {args.prompts_per_step} prompts/step")
 
@@ -614,6 +752,8 @@ def run(args, world, env=None):
     metrics_path = os.path.join(args.out, "metrics.jsonl")
     if world.is_main and start_step == 0 and os.path.exists(metrics_path):
         os.remove(metrics_path)
+    elif world.is_main:  # resumed: drop lines of steps the killed run logged after its last checkpoint
+        truncate_metrics(metrics_path, start_step)
     t_start = time.time()
     if start_step == 0 and args.eval_every:
         sync_rollout_model(model, rollout_model)
@@ -621,7 +761,7 @@ def run(args, world, env=None):
         if world.is_main:
             with open(metrics_path, "a") as f:
                 f.write(json.dumps({"step": 0, **ev}) + "\n")
-        log(f"step 0 eval: " + " ".join(f"{k} {v:.3f}" for k, v in ev.items()))
+        log("step 0 eval: " + " ".join(f"{k} {v:.3f}" for k, v in ev.items()))
 
     for step in range(start_step + 1, args.max_steps + 1):
         t0 = time.time()
@@ -705,7 +845,7 @@ def run(args, world, env=None):
 
         if step % args.save_every == 0 or step == args.max_steps:
             trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage}
-            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep)
+            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep_checkpoints)
     save_hf(model, tokenizer, args.out)  # the next stage's --init
     log(f"done: {args.out} ({(time.time() - t_start) / 60:.1f} min)")
 

@@ -24,7 +24,7 @@ end the final model + tokenizer in OUT itself (so `--init OUT` and `python -m na
 an uninterrupted run (tests/test_sft.py).
 
 Departures from the paper: the toy curriculum is the paper's shape scaled down (256 -> 512 -> 1024 tokens); the paper
-gives neither the step budget of each stage nor the mixtures of the first two, so those are our choice (STAGES below).
+gives neither the step budget of each stage nor the mixtures of the first two, so those are our choice (DEFAULTS below).
 The earlier-stage toy mixtures leave out deep search (its toy trajectories are ~600 tokens, longer than the first
 stage's rows) and weight code up, since the toy GRPO code stages start from this model. Mixture ratios are read as
 shares of tokens (`--mixture-unit docs` for shares of documents); the realised shares of both are logged.
@@ -40,42 +40,41 @@ import time
 import torch
 
 from nanbeige41 import checkpoint as ckpt
+from nanbeige41 import paths
 from nanbeige41 import data as sftdata
 from nanbeige41 import distributed as D
 from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.losses import chunked_cross_entropy
 from nanbeige41.model import ModelConfig, Transformer
+from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
 
 PAPER_FINAL_MIXTURE = dict(code=27, search=26, stem=23, tool=13, general=10)  # paper 2.1.1, 256k stage
 
-# The length curriculum: (name, seq_len, share of the step budget, domain mixture; None = the data's own proportions)
-STAGES = {
-    "toy": [
-        dict(name="256", seq_len=256, share=0.4, mixture=dict(code=50, stem=20, general=20, tool=10)),
-        dict(name="512", seq_len=512, share=0.35, mixture=dict(code=50, stem=15, general=10, tool=25)),
-        dict(name="1024", seq_len=1024, share=0.25, mixture=PAPER_FINAL_MIXTURE),
-    ],
-    "3b": [
-        dict(name="32k", seq_len=32768, share=0.5, mixture=None),
-        dict(name="64k", seq_len=65536, share=0.3, mixture=None),
-        dict(name="256k", seq_len=262144, share=0.2, mixture=PAPER_FINAL_MIXTURE),
-    ],
-}
-STAGES["small"] = STAGES["toy"]
-
-# Per-config defaults of the flags left at None (measured on 2 CPU cores for toy; the 3b values are our choice).
+# Per-config defaults of the flags left at None (measured on 2 CPU cores for toy; the 3b values are our choice, the
+# paper gives no step budget or learning rate), and the length curriculum: per stage its name, seq_len, share of the
+# step budget and domain mixture (None = the data's own proportions). --mixture or weights in --data replace the
+# last stage's mixture: the paper's 27/26/23/13/10 is the 256k stage's; it does not give the earlier stages'.
+_TOY_CURRICULUM = [
+    dict(name="256", seq_len=256, share=0.4, mixture=dict(code=50, stem=20, general=20, tool=10)),
+    dict(name="512", seq_len=512, share=0.35, mixture=dict(code=50, stem=15, general=10, tool=25)),
+    dict(name="1024", seq_len=1024, share=0.25, mixture=PAPER_FINAL_MIXTURE),
+]
 DEFAULTS = {
-    "toy": dict(max_steps=500, batch_tokens=2048, lr=2e-3, warmup_steps=10, eval_every=100, save_every=100),
-    "small": dict(max_steps=400, batch_tokens=8192, lr=1e-3, warmup_steps=20, eval_every=100, save_every=100),
-    "3b": dict(max_steps=4000, batch_tokens=2 * 2**20, lr=1e-5, warmup_steps=100, eval_every=200, save_every=200),
+    "toy": dict(max_steps=500, batch_tokens=2048, lr=2e-3, warmup_steps=10, eval_every=100, save_every=100,
+                curriculum=_TOY_CURRICULUM),
+    "small": dict(max_steps=400, batch_tokens=8192, lr=1e-3, warmup_steps=20, eval_every=100, save_every=100,
+                  curriculum=_TOY_CURRICULUM),
+    "3b": dict(max_steps=4000, batch_tokens=2 * 2**20, lr=1e-5, warmup_steps=100, eval_every=200, save_every=200,
+               curriculum=[dict(name="32k", seq_len=32768, share=0.5, mixture=None),
+                           dict(name="64k", seq_len=65536, share=0.3, mixture=None),
+                           dict(name="256k", seq_len=262144, share=0.2, mixture=PAPER_FINAL_MIXTURE)]),
 }
-
-TOY_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "toy", "sft")
+TOY_DATA = paths.TOY_SFT_DATA
 
 # -----------------------------------------------------------------------------
 p = argparse.ArgumentParser(description="Packed SFT (paper 2.1.1)", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 # Model
-p.add_argument("--config", default="toy", choices=sorted(STAGES), help="model preset (ignored for the model when --init)")
+p.add_argument("--config", default="toy", choices=sorted(DEFAULTS), help="model preset (ignored for the model when --init)")
 p.add_argument("--init", default=None, help="HF-format checkpoint directory to start from")
 p.add_argument("--tokenizer", default=None, help="tokenizer directory (default: --init's, else the toy tokenizer)")
 p.add_argument("--hidden-size", type=positive_int, default=None, help="override the preset (fresh init only)")
@@ -88,7 +87,7 @@ p.add_argument("--activation-checkpointing", action="store_true", help="recomput
 p.add_argument("--data", nargs="+", default=None,
                help="JSONL paths or name:path:weight entries (default: the shipped toy corpus)")
 p.add_argument("--eval-data", nargs="*", default=None, help="held-out JSONL (default: the toy eval.jsonl)")
-p.add_argument("--mixture", default=None, help="domain=weight,... for every stage (default: the stage's own)")
+p.add_argument("--mixture", default=None, help="domain=weight,... for the last (longest) stage (default: its own)")
 p.add_argument("--mixture-unit", default="tokens", choices=["tokens", "docs"], help="what the mixture ratios count")
 p.add_argument("--seq-len", type=positive_int, default=None, help="one stage of this length instead of the curriculum")
 p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"], help="documents longer than seq_len")
@@ -97,7 +96,7 @@ p.add_argument("--strict", action="store_true", help="a bad conversation is an e
 # Optimisation
 p.add_argument("--max-steps", type=positive_int, default=None)
 p.add_argument("--batch-tokens", type=positive_int, default=None, help="global tokens per optimizer step")
-p.add_argument("--micro-tokens", type=positive_int, default=None, help="tokens per rank per micro-step (default: no accumulation)")
+p.add_argument("--micro-batch-tokens", type=positive_int, default=None, help="tokens per rank per micro-step (default: no accumulation)")
 p.add_argument("--lr", type=positive_float, default=None)
 p.add_argument("--min-lr-ratio", type=non_negative_float, default=0.1, help="cosine decays to lr * this")
 p.add_argument("--warmup-steps", type=non_negative_int, default=None)
@@ -118,7 +117,7 @@ p.add_argument("--eval-every", type=non_negative_int, default=None)
 p.add_argument("--quiet", action="store_true", help="no per-step progress line (metrics.jsonl is still written)")
 args = p.parse_args()
 for k, v in DEFAULTS[args.config].items():
-    if getattr(args, k) is None:
+    if k != "curriculum" and getattr(args, k) is None:
         setattr(args, k, v)
 
 dist_info = D.setup(args.device)
@@ -129,8 +128,6 @@ os.makedirs(args.out, exist_ok=True)
 
 # -----------------------------------------------------------------------------
 # tokenizer and data
-
-from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path  # noqa: E402
 
 # the tokenizer is --tokenizer's, else --init's (a checkpoint without one is an error, not the toy tokenizer), else
 # the toy one
@@ -147,10 +144,7 @@ else:
         if args.config == "3b":
             sys.exit("train_sft: --config 3b needs --init or --tokenizer")
         if rank == 0:  # the toy tokenizer is committed; rebuild it (with the corpus) if a checkout lacks it
-            print0(f"train_sft: building the toy corpus and tokenizer (python data_synth.py toy)")
-            import subprocess
-            subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_synth.py"),
-                            "toy"], check=True)
+            paths.build_missing(os.path.dirname(tok_dir), "tokenizer/tokenizer.json", ["data_synth.py", "toy"], print0)
         D.broadcast_object(None)  # wait for rank 0
     tokenizer = Tokenizer.from_pretrained(tok_dir)
 
@@ -175,8 +169,8 @@ domains_present = sorted({d["domain"] for d in docs})
 print0(f"data: {len(docs)} conversations, {sum(len(d['ids']) for d in docs)} tokens, domains {domains_present}; "
        f"eval {len(eval_docs)}")
 
-# The curriculum. Mixture priority: --mixture, then weights given in --data, then the stage's own.
-stages = [dict(s) for s in STAGES[args.config]]
+# The curriculum. The last stage's mixture: --mixture, else weights given in --data, else its own.
+stages = [dict(s) for s in DEFAULTS[args.config]["curriculum"]]
 if args.seq_len is not None:
     stages = [dict(stages[-1], name=str(args.seq_len), seq_len=args.seq_len, share=1.0)]
 override = None
@@ -185,7 +179,7 @@ if args.mixture:
 elif any(w is not None for _, _, w in specs):
     override = {name: w for name, _, w in specs if w is not None}
 for s in stages:
-    if override is not None:  # asked for explicitly: a missing domain is an error (MixtureStream raises)
+    if override is not None and s is stages[-1]:  # asked for: a missing domain is an error (MixtureStream raises)
         s["mixture"] = override
     elif s["mixture"] is None:  # "the data's own proportions": weight by token (or document) count
         s["mixture"] = {d: sum(len(doc["ids"]) if args.mixture_unit == "tokens" else 1
@@ -208,10 +202,10 @@ for s, end in zip(stages, ends):
     s["end"] = end
     s["rows"] = max(1, args.batch_tokens // s["seq_len"])  # global rows per optimizer step
     per_rank = s["rows"] // world
-    micro = max(1, (args.micro_tokens or per_rank * s["seq_len"]) // s["seq_len"])
+    micro = max(1, (args.micro_batch_tokens or per_rank * s["seq_len"]) // s["seq_len"])
     if s["rows"] % world or per_rank % micro:
         sys.exit(f"train_sft: stage {s['name']}: {s['rows']} rows per step do not split into {world} ranks x "
-                 f"micro-batches of {micro} rows; adjust --batch-tokens / --micro-tokens")
+                 f"micro-batches of {micro} rows; adjust --batch-tokens / --micro-batch-tokens")
     s["micro_rows"], s["accum"] = micro, per_rank // micro
 
 
@@ -293,11 +287,8 @@ if args.resume:
         stream.skip(state["rows_served"])  # the data order is a pure function of (seed, stage, rows served)
         print0(f"resume: {path} (step {step}, stage {stages[stream_index]['name']}, "
                f"{state['rows_served']} rows into it)")
-        if rank == 0 and os.path.isfile(metrics_path):  # drop lines of steps the killed run did after the checkpoint
-            with open(metrics_path) as f:
-                kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
-            with open(metrics_path, "w") as f:
-                f.writelines(kept)
+        if rank == 0:  # drop lines of steps the killed run did after the checkpoint
+            ckpt.truncate_metrics(metrics_path, step)
 if rank == 0 and not args.resume and os.path.isfile(metrics_path):
     os.remove(metrics_path)  # a fresh run in an old directory starts a fresh log
 metrics_file = open(metrics_path, "a") if rank == 0 else None

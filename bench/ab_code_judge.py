@@ -21,6 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from nanbeige41 import lcb  # noqa: E402  (the problem format; the same for both revisions)
 
 CODE = "n=int(input())\na=list(map(int,input().split()))\nprint(sum(a))\n"
 TEST = {"input": "3\n1 2 3\n", "output": "6", "testtype": "stdin"}
@@ -51,8 +52,8 @@ def main():
     for rnd in range(args.rounds):
         for tag in (("old", "new") if rnd % 2 == 0 else ("new", "old")):
             cj = versions[tag]
-            one = cj.normalize_problem({"question_id": "ab", "public_test_cases": [TEST]})
-            fifty = cj.normalize_problem({"question_id": "ab", "public_test_cases": [TEST] * 50})
+            one = lcb.normalize_problem({"question_id": "ab", "public_test_cases": [TEST]})
+            fifty = lcb.normalize_problem({"question_id": "ab", "public_test_cases": [TEST] * 50})
             t0 = time.perf_counter()
             for _ in range(40):
                 assert cj.judge(one, CODE, isolation=args.backend)["verdicts"] == ["AC"]

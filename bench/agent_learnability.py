@@ -18,6 +18,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+import torch  # noqa: E402
+
+import search_agent as sa  # noqa: E402
+from nanbeige41 import data, paths, search_tools, toy_world  # noqa: E402
+from nanbeige41.model import Transformer  # noqa: E402
+from nanbeige41.tokenizer import Tokenizer  # noqa: E402
 
 
 def sh(args, log):
@@ -31,8 +37,6 @@ def copy_probe(model, tok, world, questions):
     """Teacher-forced: feed the scripted expert's trajectory of each question up to its first search query and
     ask whether the model's greedy next tokens reproduce the head entity's name there. Returns the share of
     questions whose first name token / every name token is predicted (one forward pass per question)."""
-    import torch
-    import search_agent as sa
     first = every = n = 0
     for q in questions:
         recs = sa.sft_trajectories(world, [q], max_chars=10**9, critic=sa._PassAll())
@@ -64,8 +68,6 @@ def induction_probe(model, tok, world_seed=999, n_pages=150):
     """Language-model level: on the pages of a world never trained on, the mean loss of an entity name's tokens
     where the page names it for the first time vs. again (the title line, then every sentence): a model that
     copies from its context predicts the repeats far better than the first mention."""
-    import torch
-    from nanbeige41 import toy_world
     world = toy_world.generate_world(world_seed)
     first, again = [], []
     for e in world["entities"][:n_pages]:
@@ -100,25 +102,20 @@ def main():
     p.add_argument("--probe-only", default=None, help="a checkpoint: print the probes, train nothing")
     args = p.parse_args()
     if args.probe_only:
-        from nanbeige41 import toy_world
-        from nanbeige41.model import Transformer
-        from nanbeige41.tokenizer import Tokenizer
-        import search_agent as sa
         model = Transformer.from_pretrained(args.probe_only).eval()
         tok = Tokenizer.from_pretrained(args.probe_only)
-        questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
+        questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")
         print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
-            model, tok, toy_world.load_world(sa.WORLD_PATH), questions[:args.probe_n])}), flush=True)
+            model, tok, toy_world.load_world(paths.TOY_WORLD), questions[:args.probe_n])}), flush=True)
         if args.eval_n:  # greedy held-out episodes: 8 turns, 128 new tokens per turn, a 2048-token window
             config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-            ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], sa.make_toolbox("local"), config,
+            ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], search_tools.make_toolbox("local"), config,
                                    batch=args.eval_n)
             ev.pop("records")
             print(json.dumps(ev))
         return
     out = os.path.join(args.out, args.variant)
     os.makedirs(out, exist_ok=True)
-    from nanbeige41 import data, toy_world
     times = {}
     init = []
     if args.variant == "base":
@@ -139,20 +136,16 @@ def main():
                               "--max-steps", str(args.search_steps), "--lr", "1e-3", "--eval-data",
                               "--out", os.path.join(out, "search"), "--seed", str(args.seed), "--quiet"],
                              os.path.join(out, "search.log"))
-    import search_agent as sa
-    from nanbeige41.model import Transformer
-    from nanbeige41.tokenizer import Tokenizer
     ckpt = os.path.join(out, "search" if args.search_steps else "sft")
     model = Transformer.from_pretrained(ckpt).eval()
-    import torch
     if torch.cuda.is_available():
         model = model.cuda()
     tok = Tokenizer.from_pretrained(ckpt)
-    probe = copy_probe(model, tok, toy_world.load_world(sa.WORLD_PATH),
-                       toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.probe_n])
+    probe = copy_probe(model, tok, toy_world.load_world(paths.TOY_WORLD),
+                       toy_world.load_questions(paths.TOY_QUESTIONS, "test")[:args.probe_n])
     print(json.dumps(probe), flush=True)
-    questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.eval_n]
-    toolbox = sa.make_toolbox("local")
+    questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")[:args.eval_n]
+    toolbox = search_tools.make_toolbox("local")
     config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
     t = time.time()
     ev = sa.evaluate_agent(model, tok, questions, toolbox, config, batch=64)

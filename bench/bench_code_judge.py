@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import code_judge as cj  # noqa: E402
+from nanbeige41 import complexity, lcb, sandbox
 from nanbeige41 import toy_code as tc  # noqa: E402
 
 CODE = "n=int(input())\na=list(map(int,input().split()))\nprint(sum(a))\n"
@@ -41,7 +42,7 @@ def rate(fn, count, workers):
 
 def bench_execs(count, backends):
     python = os.path.realpath(sys.executable)
-    problem = cj.normalize_problem({"question_id": "bench", "public_test_cases": [TEST]})
+    problem = lcb.normalize_problem({"question_id": "bench", "public_test_cases": [TEST]})
 
     def bare():
         r = subprocess.run([python, "-I", "-S", "-c", CODE], input=TEST["input"].encode(), capture_output=True)
@@ -61,7 +62,7 @@ def bench_execs(count, backends):
             rows.append({"backend": backend, "mode": label, "bare_per_s": round(b, 1),
                          "sandboxed_per_s": round(s, 1), "ratio": round(s / b, 3)})
             print(f"{backend:8s} {label:12s} bare {b:7.1f}/s  sandboxed {s:7.1f}/s  ratio {s / b:.2f}", flush=True)
-        many = cj.normalize_problem({"question_id": "bench", "public_test_cases": [TEST] * 50})
+        many = lcb.normalize_problem({"question_id": "bench", "public_test_cases": [TEST] * 50})
         t0 = time.perf_counter()
         assert cj.judge(many, CODE, isolation=backend)["passed"] == 50
         per_s = 50 / (time.perf_counter() - t0)
@@ -81,7 +82,7 @@ def bench_complexity(fast):
         for s in p["solutions"]:
             c = cj.judge_complexity(p, s["code"], fast=fast)
             m = c["measured"]
-            want_meets = cj.CLASS_RANK[s["complexity"]] <= cj.CLASS_RANK[p["optimal_complexity"]]
+            want_meets = complexity.CLASS_RANK[s["complexity"]] <= complexity.CLASS_RANK[p["optimal_complexity"]]
             rows.append({"family": family, "label": s["complexity"], "measured": m["complexity"],
                          "candidates": m["candidates"], "ratio": m["ratio_to_reference"],
                          "exact": m["complexity"] == s["complexity"],
@@ -106,7 +107,7 @@ def main():
     p.add_argument("--skip-complexity", action="store_true")
     p.add_argument("--out", default=None, help="write all figures as JSON here")
     args = p.parse_args()
-    backends = [b for b in ("bwrap", "unshare") if cj.isolation_backend(b) == b] or ["none"]
+    backends = [b for b in ("bwrap", "unshare") if sandbox.isolation_backend(b) == b] or ["none"]
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, backends {backends}")
     result = {"execs": bench_execs(args.execs, backends)}
     if not args.skip_complexity:

@@ -27,7 +27,6 @@ sys.path.insert(0, ROOT)
 import train_grpo  # noqa: E402
 from nanbeige41.distributed import Dist  # noqa: E402
 from nanbeige41.model import ModelConfig, Transformer  # noqa: E402
-from nanbeige41.rl_envs import Env  # noqa: E402
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path  # noqa: E402
 
 PROMPTS = [f"Write a short line about the number {i}." for i in range(64)]
@@ -53,7 +52,7 @@ def bench_ours(init, tok, args, out):
 
     def reward(batch, texts, truncated):
         return [{"total": vowel_fraction(t)} for t in texts]
-    env = Env("bench", items, [], item_id=lambda it: it["id"], prompt_ids=lambda it: it["ids"], reward=reward)
+    env = train_grpo.Env("bench", items, [], item_id=lambda it: it["id"], prompt_ids=lambda it: it["ids"], reward=reward)
     run_args = train_grpo.parse_args([
         "--stage", "code1", "--init", init, "--out", out, "--max-steps", str(args.steps + 1),
         "--group-size", "8", "--prompts-per-step", "4", "--max-new-tokens", "64", "--kl-coef", "0",

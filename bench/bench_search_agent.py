@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import search_agent as sa  # noqa: E402
+from nanbeige41 import agent_policies, paths, search_tools  # noqa: E402
 from nanbeige41 import toy_world  # noqa: E402
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path  # noqa: E402
 
@@ -32,9 +33,9 @@ p.add_argument("--questions", type=int, default=8)
 args = p.parse_args()
 
 tok = Tokenizer.from_pretrained(toy_tokenizer_path())
-world = toy_world.load_world(sa.WORLD_PATH)
-wiki = sa.LocalWiki(world)
-toolbox = sa.Toolbox(wiki, wiki)
+world = toy_world.load_world(paths.TOY_WORLD)
+wiki = search_tools.LocalWiki(world)
+toolbox = search_tools.Toolbox(wiki, wiki)
 tool_seconds = [0.0]
 raw_call = toolbox.call
 
@@ -64,7 +65,7 @@ def script(messages, turn):
 # 1. loop turns/s
 config = sa.AgentConfig(max_turns=args.turns, max_context_tokens=args.max_context_tokens)
 t0 = time.perf_counter()
-rec = sa.run_agent(sa.ScriptedPolicy(script, tok), "Which company was founded first?", tok, toolbox, config)
+rec = sa.run_agent(agent_policies.ScriptedPolicy(script, tok), "Which company was founded first?", tok, toolbox, config)
 loop_s = time.perf_counter() - t0
 turns = len(rec["turns"])
 print(f"loop: {turns} turns in {loop_s:.2f} s = {turns / loop_s:.0f} turns/s "
@@ -72,10 +73,10 @@ print(f"loop: {turns} turns in {loop_s:.2f} s = {turns / loop_s:.0f} turns/s "
       f"window {args.max_context_tokens} tokens; termination {rec['termination']})")
 
 # 2. rollout_group with the scripted expert
-questions = [q for q in toy_world.load_questions(sa.QUESTIONS_PATH) if q["split"] == "test"][:args.questions]
+questions = [q for q in toy_world.load_questions(paths.TOY_QUESTIONS) if q["split"] == "test"][:args.questions]
 n_turns, t0 = 0, time.perf_counter()
 for q in questions:
-    recs = sa.rollout_group(sa.ScriptedPolicy(sa.expert_script(q, world), tok), q, args.group_size, tok, toolbox)
+    recs = sa.rollout_group(agent_policies.ScriptedPolicy(sa.expert_script(q, world), tok), q, args.group_size, tok, toolbox)
     n_turns += sum(len(r["turns"]) for r in recs)
 group_s = time.perf_counter() - t0
 print(f"rollout_group: {len(questions)} questions x G={args.group_size}: {n_turns} turns in {group_s:.2f} s = "
@@ -83,7 +84,7 @@ print(f"rollout_group: {len(questions)} questions x G={args.group_size}: {n_turn
 
 # 3. BM25 latency
 queries = []
-with open(os.path.join(os.path.dirname(sa.WORLD_PATH), "search_sft.jsonl"), encoding="utf-8") as f:
+with open(os.path.join(os.path.dirname(paths.TOY_WORLD), "search_sft.jsonl"), encoding="utf-8") as f:
     for line in f:
         for m in json.loads(line)["messages"]:
             for c in m.get("tool_calls") or []:

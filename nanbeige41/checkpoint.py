@@ -36,9 +36,12 @@ import zipfile
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
+                                                     set_optimizer_state_dict)
 
 from nanbeige41.distributed import full_state_dict, is_sharded, load_full_state_dict
-from nanbeige41.model import ModelConfig, Transformer
+from nanbeige41.model import CheckpointError, Transformer, read_pretrained  # noqa: F401 (CheckpointError: re-exported)
+from nanbeige41.tokenizer import Tokenizer
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -94,12 +97,10 @@ def set_rng_state(state):
 
 def optimizer_state(model, optimizer):
     """The full optimizer state dict, keyed by parameter FQN, on rank 0 ({} elsewhere when sharded). Collective."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
     return get_optimizer_state_dict(model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def load_optimizer_state(model, optimizer, state):
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
     opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=is_sharded(model))
     set_optimizer_state_dict(model, optimizer, optim_state_dict=state, options=opts)
 
@@ -161,83 +162,12 @@ def save_checkpoint(out_dir, step, model, optimizer, tokenizer=None, trainer_sta
 # -----------------------------------------------------------------------------
 # Checking model directories before anything is built from them
 
-class CheckpointError(ValueError):
-    """A model directory that cannot be used. The message is "PATH: what is wrong", short enough for the command-line
-    scripts to print as their one-line error."""
-
-
-def read_pretrained(path):
-    """Check an HF Llama-layout checkpoint directory from config.json and the safetensors headers alone (no tensor
-    data is read, so it is cheap at 3B): returns (config, {file: [tensor names to load]}); Transformer.from_pretrained
-    loads what it returns. Raises CheckpointError for a missing directory, a missing or malformed config.json, an
-    architecture other than the Llama layout, missing weight files, a truncated or corrupt safetensors file (its
-    header no longer covers the file), and a missing, unexpected or mis-shaped tensor."""
-    from safetensors import SafetensorError, safe_open
-    if not os.path.isdir(path):
-        raise CheckpointError(f"{path}: " + ("not a directory" if os.path.exists(path) else "no such directory"))
-    cfg_path = os.path.join(path, "config.json")
-    if not os.path.isfile(cfg_path):
-        raise CheckpointError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
-    try:
-        with open(cfg_path) as f:
-            d = json.load(f)
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: a truncated or foreign file
-        raise CheckpointError(f"{cfg_path}: malformed JSON ({e})") from None
-    if not isinstance(d, dict):
-        raise CheckpointError(f"{cfg_path}: expected a JSON object, got {type(d).__name__}")
-    try:
-        config = ModelConfig.from_hf_dict(d, source=cfg_path)
-    except (ValueError, TypeError) as e:  # not the Llama layout (the message names cfg_path), impossible sizes
-        msg = str(e)
-        raise CheckpointError(msg if msg.startswith(str(cfg_path)) else f"{cfg_path}: {msg}") from None
-    index = os.path.join(path, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        try:
-            with open(index) as f:
-                files = sorted(set(json.load(f)["weight_map"].values()))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{index}: malformed index ({type(e).__name__}: {e})") from None
-    elif os.path.isfile(os.path.join(path, "model.safetensors")):
-        files = ["model.safetensors"]
-    else:
-        raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
-    with torch.device("meta"):
-        expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
-    if config.tie_word_embeddings:
-        expected.pop("lm_head.weight")
-    tensors_by_file, found = {}, set()
-    for fname in files:
-        fpath = os.path.join(path, fname)
-        try:  # safe_open checks that the header's offsets cover the file: a truncated copy fails here
-            with safe_open(fpath, framework="pt") as f:
-                shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-        except (SafetensorError, OSError) as e:
-            raise CheckpointError(f"{fpath}: unreadable safetensors file ({e})") from None
-        names = []
-        for name, shape in shapes.items():
-            if name not in expected:
-                if name.endswith("rotary_emb.inv_freq"):  # old HF checkpoints store it; we recompute
-                    continue
-                raise CheckpointError(f"{fpath}: unexpected tensor {name!r} (not a Llama-layout weight)")
-            if shape != expected[name]:
-                raise CheckpointError(f"{fpath}: tensor {name!r} has shape {shape}, config.json implies "
-                                      f"{expected[name]}")
-            names.append(name)
-        tensors_by_file[fname] = names
-        found.update(names)
-    missing = sorted(set(expected) - found)
-    if missing:
-        raise CheckpointError(f"{path}: checkpoint is missing {len(missing)} tensor(s), e.g. {missing[:3]}")
-    return config, tensors_by_file
-
-
 def check_hf_checkpoint(path, tokenizer_dir=None):
     """Check a model directory before a script builds anything from it: read_pretrained (config.json and the
     safetensors headers, cheap at 3B), then load the tokenizer of `tokenizer_dir`, if given, and check that its ids
     fit the embedding. Returns (config, tokenizer or None). Raises CheckpointError "PATH: what is wrong". Every rank
     of a torchrun job can call it, so a bad path fails on all of them before the first collective instead of
     hanging the others."""
-    from nanbeige41.tokenizer import Tokenizer
     config, _ = read_pretrained(path)
     if tokenizer_dir is None:
         return config, None
@@ -337,3 +267,14 @@ def load_checkpoint(path, model, optimizer=None):
         set_rng_state(torch.load(rng_file, weights_only=False))  # our own file: numpy's state is not a tensor
     with open(os.path.join(path, "trainer_state.json")) as f:
         return json.load(f)
+
+
+def truncate_metrics(path, step):
+    """After a resume from `step`: drop the metrics.jsonl lines of steps the killed run logged after its last
+    checkpoint, so every step appears once (the resumed run logs them again)."""
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        kept = [line for line in f if line.strip() and json.loads(line)["step"] <= step]
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(kept)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass
@@ -106,17 +109,33 @@ def broadcast_object(obj):
     return box[0]
 
 
+def checkpoint_blocks(model):
+    """Activation checkpointing, applied from outside the model: each transformer block's forward is wrapped so that
+    its activations are recomputed in the backward pass instead of kept (torch.utils.checkpoint, non-reentrant).
+    The module tree and the state-dict keys stay as they are; without gradients (generation) blocks run plainly."""
+    for block in model.model.layers:
+        if getattr(block, "checkpointed", False):
+            continue
+
+        def forward(*args, _forward=block.forward, **kwargs):
+            if torch.is_grad_enabled():
+                return checkpoint(_forward, *args, use_reentrant=False, **kwargs)
+            return _forward(*args, **kwargs)
+        block.forward, block.checkpointed = forward, True
+    return model
+
+
 def parallelize(model, activation_checkpointing=False, mp_policy=None, reshard_after_forward=True):
     """Shard `model` (a Transformer, possibly still on the meta device) with FSDP2 and/or turn on activation
     checkpointing. Without a process group only the checkpointing applies.
 
     Each transformer block is one FSDP unit (its parameters are all-gathered just before it runs and freed after),
     the root unit holds embed_tokens, the final norm and lm_head. Activation checkpointing recomputes each block in
-    the backward pass (model.gradient_checkpointing, applied per block inside the model's forward)."""
-    model.gradient_checkpointing = activation_checkpointing
+    the backward pass (checkpoint_blocks, before sharding, as torchtitan orders them)."""
+    if activation_checkpointing:
+        checkpoint_blocks(model)
     if not dist.is_initialized():
         return model
-    from torch.distributed.fsdp import fully_shard
     kwargs = dict(mp_policy=mp_policy) if mp_policy is not None else {}
     for block in model.model.layers:
         fully_shard(block, reshard_after_forward=reshard_after_forward, **kwargs)
@@ -132,7 +151,6 @@ def parallelize(model, activation_checkpointing=False, mp_policy=None, reshard_a
 
 
 def is_sharded(model):
-    from torch.distributed.fsdp import FSDPModule
     return isinstance(model, FSDPModule)
 
 
@@ -142,7 +160,6 @@ def load_full_state_dict(model, state):
     if not is_sharded(model):
         model.load_state_dict(state, strict=True)
         return
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
 
@@ -150,5 +167,23 @@ def full_state_dict(model):
     """The full model state dict on CPU, on rank 0 ({} elsewhere for a sharded model). Collective when sharded."""
     if not is_sharded(model):
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def all_gather_list(values):
+    """Concatenate every rank's Python list (rank order). Identity without a process group."""
+    if not dist.is_initialized():
+        return list(values)
+    boxes = [None] * dist.get_world_size()
+    dist.all_gather_object(boxes, list(values))
+    return [v for box in boxes for v in box]
+
+
+def sync_rollout_model(model, rollout_model):
+    """Copy the (possibly FSDP-sharded) policy's full weights into the plain per-rank copy used for
+    generation — what an RL system does when it pushes weights to its inference engine. Without
+    sharding the policy generates itself and nothing is copied."""
+    if rollout_model is model:
+        return
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    rollout_model.load_state_dict({k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in state.items()})

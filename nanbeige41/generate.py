@@ -17,6 +17,9 @@ import argparse
 import torch
 
 from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
+from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
+from nanbeige41.model import KVCache, Transformer
+from nanbeige41.tokenizer import EMPTY_THINK
 
 
 def sample_next(logits, temperature=1.0, top_p=1.0, top_k=0, generator=None):
@@ -49,7 +52,6 @@ def generate(model, prompts, max_new_tokens=256, temperature=1.0, top_p=1.0, top
     """prompts: list of token-id lists. Returns a list of dicts, one per prompt:
     tokens (generated ids, the stop token included), logprobs (floats, same length),
     finish_reason ("eos" | "stop" | "length")."""
-    from nanbeige41.model import KVCache
     if stop_strings and tokenizer is None:
         raise ValueError("generate: stop_strings need a tokenizer to decode with")
     if any(len(p) == 0 for p in prompts):
@@ -108,9 +110,6 @@ def generate(model, prompts, max_new_tokens=256, temperature=1.0, top_p=1.0, top
 
 
 def main():
-    from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
-    from nanbeige41.model import Transformer
-    from nanbeige41.tokenizer import EMPTY_THINK
     p = argparse.ArgumentParser(description="Chat with a checkpoint (HF-format directory with tokenizer).")
     p.add_argument("--ckpt", required=True, help="checkpoint directory (config.json, safetensors, tokenizer.json)")
     p.add_argument("--prompt", required=True)

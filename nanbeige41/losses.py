@@ -91,3 +91,34 @@ def chunked_cross_entropy(hidden, weight, targets, loss_mask, chunk_size=1024):
     h, t = hidden[keep], targets.reshape(-1)[keep]
     logprobs = token_logprobs(h, weight, t, chunk_size=chunk_size)
     return -logprobs.sum(), int(keep.sum())
+
+
+def packed_logprobs(model, samples, temperature, chunk_size=1024, with_entropy=False):
+    """GRPO's log-probs (and entropies) of every response token of `samples` (each with token lists `.prompt` and
+    `.response`), all packed into one row
+    with per-sample position ids (no padding; documents do not attend to each other). The output
+    projection is chunked (losses.token_logprobs), so memory stays flat in the vocabulary size."""
+    device = model.lm_head.weight.device
+    ids, pos, where, targets = [], [], [], []
+    for s in samples:
+        seq = s.prompt + s.response
+        # the hidden state at position p predicts token p+1: the response is predicted from
+        # positions len(prompt)-1 .. len(seq)-2 of this sample
+        where.extend(range(len(ids) + len(s.prompt) - 1, len(ids) + len(seq) - 1))
+        ids.extend(seq)
+        pos.extend(range(len(seq)))
+        targets.extend(s.response)
+    ids = torch.tensor(ids, device=device)[None]
+    pos = torch.tensor(pos, device=device)[None]
+    where = torch.tensor(where, device=device)
+    targets = torch.tensor(targets, device=device)
+
+    def head(hidden, weight):  # runs inside model.forward (FSDP2 has the full lm_head there)
+        out = token_logprobs(hidden[0, where], weight, targets, chunk_size, temperature, with_entropy)
+        # one output tensor: FSDP2 hooks its backward on forward's outputs, and a (logprobs, entropy)
+        # tuple measurably broke gradient accumulation across micro-batches on 2 ranks
+        return torch.stack(out) if with_entropy else out
+    out = model(ids, pos, head_fn=head)
+    lp, ent = (out[0], out[1].detach()) if with_entropy else (out, None)
+    sizes = [len(s.response) for s in samples]
+    return lp.split(sizes), (ent.split(sizes) if ent is not None else None)

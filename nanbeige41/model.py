@@ -22,14 +22,14 @@ Parallelism (FSDP2) is applied from outside, by nanbeige41/distributed.py.
 """
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 
 @dataclass
@@ -322,7 +322,6 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.gradient_checkpointing = False  # recompute each block in backward (saves activations)
         # packed rows: "sdpa" (one causal SDPA call per document), "sdpa_mask" (one call with the
         # block-diagonal mask: T^2 work, the reference) or "flex" (BlockMask, compiled on CUDA)
         self.attn_backend = "sdpa"
@@ -362,10 +361,7 @@ class Transformer(nn.Module):
         cos, sin = rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta)
         x = self.model.embed_tokens(input_ids)  # (B, T, H)
         for i, block in enumerate(self.model.layers):
-            if self.gradient_checkpointing and self.training and cache is None:
-                x = checkpoint(block, x, cos, sin, mask, use_reentrant=False)
-            else:
-                x = block(x, cos, sin, mask, i, cache)
+            x = block(x, cos, sin, mask, i, cache)
         if cache is not None:
             cache.advance(T)
         x = self.model.norm(x)
@@ -379,7 +375,6 @@ class Transformer(nn.Module):
     def save_pretrained(self, path, max_shard_size=5 * 2**30):
         """config.json + model.safetensors (or model-0000i-of-0000n.safetensors and
         model.safetensors.index.json when the weights exceed max_shard_size bytes)."""
-        from safetensors.torch import save_file
         os.makedirs(path, exist_ok=True)
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         if self.config.tie_word_embeddings:
@@ -412,11 +407,8 @@ class Transformer(nn.Module):
     def from_pretrained(path, dtype=None, device="cpu"):
         """Load any HF Llama-layout checkpoint directory (single or sharded safetensors) in its
         stored dtype, or `dtype` if given. Everything wrong with the directory
-        (nanbeige41.checkpoint.read_pretrained) is a CheckpointError naming the path, raised before any
+        (read_pretrained, below) is a CheckpointError naming the path, raised before any
         tensor is read."""
-        from safetensors import safe_open
-
-        from nanbeige41.checkpoint import read_pretrained  # the directory checks live with the checkpoint code
         config, tensors_by_file = read_pretrained(path)
         with torch.device("meta"):
             model = Transformer(config)
@@ -430,3 +422,75 @@ class Transformer(nn.Module):
         if config.tie_word_embeddings:
             model.lm_head.weight = model.model.embed_tokens.weight
         return model
+
+
+# -----------------------------------------------------------------------------
+# Checking a Hugging Face model directory before loading it
+
+class CheckpointError(ValueError):
+    """A model directory that cannot be used. The message is "PATH: what is wrong", short enough for the command-line
+    scripts to print as their one-line error."""
+
+
+def read_pretrained(path):
+    """Check an HF Llama-layout checkpoint directory from config.json and the safetensors headers alone (no tensor
+    data is read, so it is cheap at 3B): returns (config, {file: [tensor names to load]}); Transformer.from_pretrained
+    loads what it returns. Raises CheckpointError for a missing directory, a missing or malformed config.json, an
+    architecture other than the Llama layout, missing weight files, a truncated or corrupt safetensors file (its
+    header no longer covers the file), and a missing, unexpected or mis-shaped tensor."""
+    if not os.path.isdir(path):
+        raise CheckpointError(f"{path}: " + ("not a directory" if os.path.exists(path) else "no such directory"))
+    cfg_path = os.path.join(path, "config.json")
+    if not os.path.isfile(cfg_path):
+        raise CheckpointError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
+    try:
+        with open(cfg_path) as f:
+            d = json.load(f)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: a truncated or foreign file
+        raise CheckpointError(f"{cfg_path}: malformed JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{cfg_path}: expected a JSON object, got {type(d).__name__}")
+    try:
+        config = ModelConfig.from_hf_dict(d, source=cfg_path)
+    except (ValueError, TypeError) as e:  # not the Llama layout (the message names cfg_path), impossible sizes
+        msg = str(e)
+        raise CheckpointError(msg if msg.startswith(str(cfg_path)) else f"{cfg_path}: {msg}") from None
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                files = sorted(set(json.load(f)["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{index}: malformed index ({type(e).__name__}: {e})") from None
+    elif os.path.isfile(os.path.join(path, "model.safetensors")):
+        files = ["model.safetensors"]
+    else:
+        raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
+    if config.tie_word_embeddings:
+        expected.pop("lm_head.weight")
+    tensors_by_file, found = {}, set()
+    for fname in files:
+        fpath = os.path.join(path, fname)
+        try:  # safe_open checks that the header's offsets cover the file: a truncated copy fails here
+            with safe_open(fpath, framework="pt") as f:
+                shapes = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+        except (SafetensorError, OSError) as e:
+            raise CheckpointError(f"{fpath}: unreadable safetensors file ({e})") from None
+        names = []
+        for name, shape in shapes.items():
+            if name not in expected:
+                if name.endswith("rotary_emb.inv_freq"):  # old HF checkpoints store it; we recompute
+                    continue
+                raise CheckpointError(f"{fpath}: unexpected tensor {name!r} (not a Llama-layout weight)")
+            if shape != expected[name]:
+                raise CheckpointError(f"{fpath}: tensor {name!r} has shape {shape}, config.json implies "
+                                      f"{expected[name]}")
+            names.append(name)
+        tensors_by_file[fname] = names
+        found.update(names)
+    missing = sorted(set(expected) - found)
+    if missing:
+        raise CheckpointError(f"{path}: checkpoint is missing {len(missing)} tensor(s), e.g. {missing[:3]}")
+    return config, tensors_by_file

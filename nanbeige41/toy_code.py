@@ -28,7 +28,9 @@ Not covered: functional (LeetCode-style) problems and C++; the statements are te
 not natural contest text.
 """
 import argparse
+import io
 import json
+import os
 import random
 import sys
 from string import Template
@@ -206,7 +208,6 @@ def _generator_source(family, params, for_tests):
 
 def run_program(code, stdin_text):
     """Run a *trusted* program (our reference solutions) in-process: used to make expected outputs."""
-    import io
     old_in, old_out = sys.stdin, sys.stdout
     sys.stdin, sys.stdout = io.StringIO(stdin_text), io.StringIO()
     try:
@@ -282,7 +283,6 @@ def main(argv=None):
     p.add_argument("--out", default="data/toy/code_problems.jsonl")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    import os
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     problems = make_problems(args.seed)
     with open(args.out, "w", encoding="utf-8", newline="\n") as f:

@@ -10,9 +10,9 @@ companies, cities, countries, universities, products and prizes, each with typed
 attributes, a last-modified date and a short article whose sentences state its relations. Everything is
 derived from one `random.Random(seed)`, so the same seed gives byte-identical files.
 
-    python -m nanbeige41.toy_world --out data/toy      # writes world.json, search_questions.jsonl and
-                                                        # search_sft.jsonl (the last through search_agent.py)
-    python -m nanbeige41.toy_world --out /tmp/toy --rewrite-endpoint http://127.0.0.1:8000/v1 --rewrite-model M
+    python data_synth.py world --out data/toy      # writes world.json, search_questions.jsonl and
+                                                    # search_sft.jsonl (the last through search_agent.py)
+    python data_synth.py world --out /tmp/toy --rewrite-endpoint http://127.0.0.1:8000/v1 --rewrite-model M
 
 Covered: world generation, the graph (functional relations and their unique inverses), time-aware head
 selection, conditional random walks of a given length, template question synthesis with gold answer,
@@ -25,13 +25,12 @@ Departure from the paper: walks use only relations whose object is unique for it
 capital, founded_by, ...), so every question has exactly one gold answer; Wikipedia walks need an LLM or a
 checker for that.
 """
-import argparse
 import datetime
 import json
-import os
 import random
 import re
-import sys
+
+from nanbeige41.data import read_jsonl
 
 BASE_URL = "https://toywiki.org/wiki/"
 REFERENCE_DATE = datetime.date(2026, 10, 31)  # "today" for the fictional world; dates are relative to it
@@ -526,12 +525,6 @@ def rewrite_question(row, chat, world):
 # -----------------------------------------------------------------------------
 # Files
 
-def write_jsonl(path, records):
-    with open(path, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-
 def write_world(path, world):
     # One entity per line: small, diff-friendly, still plain JSON.
     head = {k: v for k, v in world.items() if k != "entities"}
@@ -547,44 +540,4 @@ def load_world(path):
 
 
 def load_questions(path, split=None):
-    with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [q for q in rows if split is None or q["split"] == split]
-
-
-def generate_files(out_dir, seed=0, n_questions=800, rewrite_chat=None):
-    """Write world.json, search_questions.jsonl and search_sft.jsonl into out_dir; returns their paths.
-    With `rewrite_chat`, questions go through rewrite_question (the shipped files are template-only)."""
-    os.makedirs(out_dir, exist_ok=True)
-    world = generate_world(seed)
-    questions = synthesize_questions(world, n_questions=n_questions, seed=seed)
-    # The SFT trajectories run the agent's own tools over this world, so they live with the agent.
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import search_agent
-    if rewrite_chat is not None:
-        results = [rewrite_question(q, rewrite_chat, world) for q in questions]
-        questions = [q for q, _ in results]
-        print(f"rewrote {sum(ok for _, ok in results)} of {len(results)} questions (the rest failed the checks)")
-    sft = search_agent.sft_trajectories(world, [q for q in questions if q["split"] == "train"], seed=seed)
-    paths = [os.path.join(out_dir, n) for n in ("world.json", "search_questions.jsonl", "search_sft.jsonl")]
-    write_world(paths[0], world)
-    write_jsonl(paths[1], questions)
-    write_jsonl(paths[2], sft)
-    return paths
-
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Generate the toy wiki world, its questions and SFT data.")
-    parser.add_argument("--out", default="data/toy")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-questions", type=int, default=800)
-    parser.add_argument("--rewrite-endpoint", help="OpenAI-compatible base URL of an LLM to rewrite the questions")
-    parser.add_argument("--rewrite-model", default="default")
-    args = parser.parse_args()
-    chat = None
-    if args.rewrite_endpoint:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from search_agent import endpoint_chat
-        chat = endpoint_chat(args.rewrite_endpoint, args.rewrite_model, temperature=0.7)
-    for p in generate_files(args.out, args.seed, args.n_questions, chat):
-        print(f"wrote {p} ({os.path.getsize(p):,} bytes)")
+    return [q for q in read_jsonl(path) if split is None or q["split"] == split]

@@ -12,7 +12,7 @@ import torch
 
 from nanbeige41 import checkpoint as ckpt
 from nanbeige41.model import ModelConfig, Transformer
-from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+from nanbeige41.tokenizer import Tokenizer
 
 TINY = dict(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
             num_key_value_heads=1, head_dim=None)
@@ -32,24 +32,14 @@ def _train_step(model, optimizer):
     optimizer.zero_grad()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return Tokenizer.from_pretrained(toy_tokenizer_path())
-
-
-def test_round_trip_weights_optimizer_rng(tmp_path, tokenizer):
+def test_round_trip_weights_optimizer_rng(tmp_path, tok):
     model, optimizer = _model_and_optimizer()
     _train_step(model, optimizer)
     random.seed(5), np.random.seed(5), torch.manual_seed(5)
-    path = ckpt.save_checkpoint(str(tmp_path), 7, model, optimizer, tokenizer, trainer_state=dict(rows_served=42))
+    path = ckpt.save_checkpoint(str(tmp_path), 7, model, optimizer, tok, trainer_state=dict(rows_served=42))
     expected_rng = (random.random(), np.random.rand(), torch.rand(1).item())
 
     other, other_opt = _model_and_optimizer(seed=1)
@@ -67,24 +57,24 @@ def test_round_trip_weights_optimizer_rng(tmp_path, tokenizer):
         assert torch.equal(a, b), n
 
 
-def test_checkpoint_is_a_hf_directory_with_tokenizer(tmp_path, tokenizer):
+def test_checkpoint_is_a_hf_directory_with_tokenizer(tmp_path, tok):
     model, optimizer = _model_and_optimizer()
-    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, tokenizer)
+    path = ckpt.save_checkpoint(str(tmp_path), 1, model, optimizer, tok)
     loaded = Transformer.from_pretrained(path)
     ids = torch.randint(0, 4096, (1, 12))
     assert torch.allclose(loaded(ids), model(ids))
-    assert Tokenizer.from_pretrained(path).encode("hello world") == tokenizer.encode("hello world")
+    assert Tokenizer.from_pretrained(path).encode("hello world") == tok.encode("hello world")
     # save_hf into a run directory keeps the run's other files
     (tmp_path / "metrics.jsonl").write_text("{}\n")
-    ckpt.save_hf(model, tokenizer, str(tmp_path))
+    ckpt.save_hf(model, tok, str(tmp_path))
     assert (tmp_path / "metrics.jsonl").read_text() == "{}\n"
     assert Transformer.from_pretrained(str(tmp_path)).config.hidden_size == 32
     assert not (tmp_path / ".tmp-hf").exists()
 
 
-def test_crash_during_save_leaves_previous_checkpoint(tmp_path, tokenizer, monkeypatch):
+def test_crash_during_save_leaves_previous_checkpoint(tmp_path, tok, monkeypatch):
     model, optimizer = _model_and_optimizer()
-    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tokenizer)
+    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tok)
     real_save = torch.save
 
     def crash_on_optimizer(obj, f, *a, **k):
@@ -95,13 +85,13 @@ def test_crash_during_save_leaves_previous_checkpoint(tmp_path, tokenizer, monke
 
     monkeypatch.setattr(torch, "save", crash_on_optimizer)
     with pytest.raises(OSError, match="simulated"):
-        ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+        ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tok)
     monkeypatch.setattr(torch, "save", real_save)
     assert os.path.isdir(tmp_path / "checkpoints" / ".tmp-step_00000020")  # the half-written one...
     assert ckpt.latest_checkpoint(str(tmp_path)) == good                  # ...is never picked up
     assert ckpt.list_checkpoints(str(tmp_path)) == [good]
     # the next save of that step replaces the leftover
-    path = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+    path = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tok)
     assert ckpt.latest_checkpoint(str(tmp_path)) == path
     assert not os.path.exists(tmp_path / "checkpoints" / ".tmp-step_00000020")
 
@@ -134,10 +124,10 @@ DAMAGE = {  # what can be left of a step directory after a copy that did not fin
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
-def test_latest_checkpoint_skips_a_damaged_newest_one_with_a_warning(tmp_path, tokenizer, damage):
+def test_latest_checkpoint_skips_a_damaged_newest_one_with_a_warning(tmp_path, tok, damage):
     model, optimizer = _model_and_optimizer()
-    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tokenizer)
-    newest = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tokenizer)
+    good = ckpt.save_checkpoint(str(tmp_path), 10, model, optimizer, tok)
+    newest = ckpt.save_checkpoint(str(tmp_path), 20, model, optimizer, tok)
     assert ckpt.latest_checkpoint(str(tmp_path)) == newest and ckpt.checkpoint_problem(newest) is None
     harm, message = DAMAGE[damage]
     harm(tmp_path / "checkpoints" / "step_00000020")
@@ -165,14 +155,14 @@ def test_keep_never_prunes_the_checkpoint_just_written(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def model_dirs(tmp_path_factory, tokenizer):
+def model_dirs(tmp_path_factory, tok):
     """HF directories: a good one, and one per way of being bad."""
     root = tmp_path_factory.mktemp("model_dirs")
 
     def make(name, **over):
         torch.manual_seed(0)
         Transformer(ModelConfig.preset("toy", **{**TINY, **over})).save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
         return root / name
 
     make("good")

@@ -20,6 +20,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import code_judge as cj  # noqa: E402
+from nanbeige41 import complexity, lcb, sandbox
 
 LCB_ROW = "/work/shared/fixtures/livecodebench/code_generation_lite_1873_A.jsonl"
 TOY = os.path.join(ROOT, "data", "toy", "code_problems.jsonl")
@@ -29,22 +30,22 @@ SUM = "n=int(input())\na=list(map(int,input().split()))\nprint(sum(a))\n"
 
 
 def stdin_problem(tests, **extra):
-    return cj.normalize_problem(dict({"question_id": "p", "question_content": "sum",
+    return lcb.normalize_problem(dict({"question_id": "p", "question_content": "sum",
                                       "public_test_cases": [dict(t, testtype="stdin") for t in tests]}, **extra))
 
 
 def toy(family, index=0):
-    return [p for p in cj.load_problems(TOY) if p["question_id"] == f"toy_{family}_{index:03d}"][0]
+    return [p for p in lcb.load_problems(TOY) if p["question_id"] == f"toy_{family}_{index:03d}"][0]
 
 
 # ----------------------------------------------------------------------------- loading
 
 @pytest.mark.skipif(not os.path.exists(LCB_ROW), reason="shared LCB fixture not present")
 def test_real_livecodebench_row_loads_as_is_and_judges():
-    [problem] = cj.load_problems(LCB_ROW)
+    [problem] = lcb.load_problems(LCB_ROW)
     assert problem["question_id"] == "1873_A" and problem["metadata"] == {}
     assert len(problem["public_test_cases"]) == 1 and len(problem["private_test_cases"]) >= 1
-    assert all(t["testtype"] == "stdin" for t in cj.all_tests(problem))
+    assert all(t["testtype"] == "stdin" for t in lcb.all_tests(problem))
     result = cj.judge(problem, SHORT_SORT)
     assert result["verdicts"] == ["AC"] * result["total"], result
     wrong = cj.judge(problem, SHORT_SORT.replace("(0,2)", "(0,)"))
@@ -58,45 +59,45 @@ def test_private_tests_pickle_refuses_globals(tmp_path):
     blob = base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode()
     path = tmp_path / "evil.json"
     path.write_text(json.dumps({"question_id": "e", "private_test_cases": blob}))
-    with pytest.raises(cj.ProblemError, match="private_test_cases.*refused"):
-        cj.load_problems(str(path))
+    with pytest.raises(lcb.ProblemError, match="private_test_cases.*refused"):
+        lcb.load_problems(str(path))
     good = base64.b64encode(zlib.compress(pickle.dumps(json.dumps([{"input": "1\n", "output": "1", "testtype": "stdin"}])))).decode()
     path.write_text(json.dumps({"question_id": "g", "private_test_cases": good}))
-    assert cj.load_problems(str(path))[0]["private_test_cases"][0]["output"] == "1"
+    assert lcb.load_problems(str(path))[0]["private_test_cases"][0]["output"] == "1"
 
 
 def test_load_errors_name_file_line_and_field(tmp_path):
     good = json.dumps({"question_id": "a", "public_test_cases": [{"input": "", "output": "1", "testtype": "stdin"}]})
     path = tmp_path / "p.jsonl"
     path.write_text(good + "\n{not json\n")
-    with pytest.raises(cj.ProblemError, match=r"p\.jsonl:2: invalid JSON"):
-        cj.load_problems(str(path))
+    with pytest.raises(lcb.ProblemError, match=r"p\.jsonl:2: invalid JSON"):
+        lcb.load_problems(str(path))
     path.write_text(good + "\n" + json.dumps({"question_id": "b", "public_test_cases": [{"input": 1}]}) + "\n")
-    with pytest.raises(cj.ProblemError, match=r"p\.jsonl:2: field 'public_test_cases'\[0\]"):
-        cj.load_problems(str(path))
+    with pytest.raises(lcb.ProblemError, match=r"p\.jsonl:2: field 'public_test_cases'\[0\]"):
+        lcb.load_problems(str(path))
     path.write_text(json.dumps({"question_id": "c", "optimal_complexity": "fast",
                                 "public_test_cases": [{"input": "", "output": "1"}]}) + "\n")
-    with pytest.raises(cj.ProblemError, match="optimal_complexity"):
-        cj.load_problems(str(path))
-    with pytest.raises(cj.ProblemError, match="cannot read"):
-        cj.load_problems(str(tmp_path / "missing.json"))
+    with pytest.raises(lcb.ProblemError, match="optimal_complexity"):
+        lcb.load_problems(str(path))
+    with pytest.raises(lcb.ProblemError, match="cannot read"):
+        lcb.load_problems(str(tmp_path / "missing.json"))
 
 
 # ----------------------------------------------------------------------------- comparison and verdicts
 
 def test_outputs_match_like_livecodebench():
-    assert cj.outputs_match("6\n", "6")
-    assert cj.outputs_match(" 1  2 3 \n\n", "1 2 3")
-    assert cj.outputs_match("1.0 2", "1 2.00")          # numbers compare as numbers
-    assert cj.outputs_match("007", "7")
-    assert not cj.outputs_match("1\n2", "1 2")          # line structure matters
-    assert not cj.outputs_match("0.333", "0.3333333")
-    assert cj.outputs_match("0.333", "0.3333333", float_tol=1e-3)
-    assert not cj.outputs_match("YES", "yes")
-    assert cj.values_match([1, 2.0000001], [1, 2.0], float_tol=1e-6) and not cj.values_match([1, 2.1], [1, 2])
-    assert not cj.values_match([1, 2.0000001], [1, 2], float_tol=1e-6)   # an integer answer is exact
-    assert cj.values_match(True, 1) and not cj.values_match([1], [1, 2])   # LCB compares with ==: True == 1
-    assert not cj.outputs_match("YES  NO", "YES NO") and not cj.outputs_match("YES 1.0", "YES 1")   # LCB: words only as whole lines
+    assert lcb.outputs_match("6\n", "6")
+    assert lcb.outputs_match(" 1  2 3 \n\n", "1 2 3")
+    assert lcb.outputs_match("1.0 2", "1 2.00")          # numbers compare as numbers
+    assert lcb.outputs_match("007", "7")
+    assert not lcb.outputs_match("1\n2", "1 2")          # line structure matters
+    assert not lcb.outputs_match("0.333", "0.3333333")
+    assert lcb.outputs_match("0.333", "0.3333333", float_tol=1e-3)
+    assert not lcb.outputs_match("YES", "yes")
+    assert lcb.values_match([1, 2.0000001], [1, 2.0], float_tol=1e-6) and not lcb.values_match([1, 2.1], [1, 2])
+    assert not lcb.values_match([1, 2.0000001], [1, 2], float_tol=1e-6)   # an integer answer is exact
+    assert lcb.values_match(True, 1) and not lcb.values_match([1], [1, 2])   # LCB compares with ==: True == 1
+    assert not lcb.outputs_match("YES  NO", "YES NO") and not lcb.outputs_match("YES 1.0", "YES 1")   # LCB: words only as whole lines
 
 
 def test_batched_run_gives_per_test_verdicts_and_resumes_after_a_kill():
@@ -109,7 +110,7 @@ def test_batched_run_gives_per_test_verdicts_and_resumes_after_a_kill():
             "elif k==5: print('x'*3000000)\n"            # OLE
             "elif k==6: b=bytearray(2*1024**3)\n"        # MLE
             "else: print(2*k)\n")
-    limits = cj.Limits(time_s=1.0, output_bytes=1 << 20, memory_mb=512)
+    limits = sandbox.Limits(time_s=1.0, output_bytes=1 << 20, memory_mb=512)
     t0 = time.time()
     result = cj.judge(problem, code, limits=limits)
     assert result["verdicts"] == ["AC", "WA", "RE", "TLE", "WA", "OLE", "MLE", "AC"], result
@@ -121,11 +122,11 @@ def test_stop_after_tle_scores_the_rest_tle_without_running_them():
     problem = stdin_problem([{"input": str(k) + "\n", "output": str(2 * k)} for k in range(6)])
     code = "k=int(input())\nif k==1:\n while True: pass\nprint(2*k)\n"
     t0 = time.time()
-    result = cj.judge(problem, code, limits=cj.Limits(time_s=1.0, stop_after_tle=True))
+    result = cj.judge(problem, code, limits=sandbox.Limits(time_s=1.0, stop_after_tle=True))
     assert result["verdicts"] == ["AC", "TLE", "TLE", "TLE", "TLE", "TLE"], result
     assert time.time() - t0 < 6  # one timeout, not five
     # without the flag the run resumes after the timeout and the later tests pass
-    assert cj.judge(problem, code, limits=cj.Limits(time_s=1.0))["verdicts"] == ["AC", "TLE", "AC", "AC", "AC", "AC"]
+    assert cj.judge(problem, code, limits=sandbox.Limits(time_s=1.0))["verdicts"] == ["AC", "TLE", "AC", "AC", "AC", "AC"]
 
 
 def test_syntax_error_is_ce_and_exit_zero_is_not_a_pass():
@@ -137,7 +138,7 @@ def test_syntax_error_is_ce_and_exit_zero_is_not_a_pass():
 
 
 def test_functional_tests_compare_returned_values():
-    problem = cj.normalize_problem({
+    problem = lcb.normalize_problem({
         "question_id": "lc", "starter_code": "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n",
         "metadata": json.dumps({"func_name": "twoSum"}),
         "public_test_cases": json.dumps([{"input": "[2,7,11,15]\n9", "output": "[0, 1]", "testtype": "functional"},
@@ -159,7 +160,7 @@ def test_cpp_programs_compile_and_run_in_the_sandbox():
     crash = "#include <cstdio>\nint main(){int n;scanf(\"%d\",&n);if(n==2){volatile int*p=0;*p=1;}printf(\"6\\n\");}\n"
     assert cj.judge(problem, crash, lang="cpp")["verdicts"] == ["AC", "RE"]
     spin = "int main(){volatile unsigned long x=0;for(;;)x++;}\n"
-    assert cj.judge(problem, spin, lang="cpp", limits=cj.Limits(time_s=1.0))["verdicts"] == ["TLE", "TLE"]
+    assert cj.judge(problem, spin, lang="cpp", limits=sandbox.Limits(time_s=1.0))["verdicts"] == ["TLE", "TLE"]
 
 
 def test_judge_many_runs_candidates_in_parallel_in_order():
@@ -174,10 +175,10 @@ def test_isolation_is_reported_and_can_be_required():
     result = cj.judge(problem, SUM)
     assert result["sandbox"]["backend"] in ("bwrap", "unshare") and result["sandbox"]["full"]
     assert cj.judge(problem, SUM, isolation="none")["sandbox"]["full"] is False
-    with pytest.raises(cj.SandboxError, match="full isolation required"):
+    with pytest.raises(sandbox.SandboxError, match="full isolation required"):
         cj.judge(problem, SUM, isolation="none", require_full_isolation=True)
-    with pytest.raises(cj.SandboxError, match="unknown language"):
-        cj.run_tests(SUM, ["1\n1\n"], lang="rust")
+    with pytest.raises(sandbox.SandboxError, match="unknown language"):
+        sandbox.run_tests(SUM, ["1\n1\n"], lang="rust")
 
 
 # ----------------------------------------------------------------------------- complexity
@@ -188,16 +189,16 @@ def test_parse_complexity_classes():
              "O(log n)": "O(log n)", "O(2^n)": "O(2^n)", "O(n^2 log n)": "O(n^2 log n)", "O(n^3)": "O(n^3)",
              "first O(n^2), finally O(n)": "O(n)", "no idea": None, "O(n q)": "O(n^2)"}
     for text, want in cases.items():
-        assert cj.parse_complexity(text) == want, text
+        assert complexity.parse_complexity(text) == want, text
 
 
 def test_fit_recovers_synthetic_classes_with_noise():
     rng = random.Random(0)
     sizes = [64 * 2 ** k for k in range(12)]
-    for name, log_f in cj.COMPLEXITY_CLASSES[2:7]:
+    for name, log_f in complexity.COMPLEXITY_CLASSES[2:7]:
         scale = 1e-3 / math.exp(log_f(sizes[6]))   # 1 ms at the middle size
         times = [scale * math.exp(log_f(n)) * (1 + 0.1 * rng.uniform(-1, 1)) for n in sizes]
-        fit = cj.fit_complexity(sizes, times)
+        fit = complexity.fit_complexity(sizes, times)
         assert name in fit["candidates"] and len(fit["candidates"]) <= 2, (name, fit)
         assert fit["complexity"] in (name, *fit["candidates"])
 
@@ -245,18 +246,18 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
         """Keep the test output quiet (no per-request access log)."""
 
 
-def test_model_complexity_judge_over_openai_compatible_http():
+def test_model_complexity_judge_over_openai_compatible_http(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         problem = toy("min_diff")
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        label, raw = cj.model_complexity(problem, problem["reference_solution"], endpoint=url, model="judge",
-                                         api_key="k")
+        label, raw = cj.model_complexity(problem, problem["reference_solution"], endpoint=url, model="judge")
         assert label == "O(n log n)" and "O(N log N)" in raw
         path, body, auth = _ChatHandler.requests[-1]
         assert path == "/v1/chat/completions" and body["model"] == "judge" and auth == "Bearer k"
-        assert cj.strip_comments_and_strings(problem["reference_solution"]) in body["messages"][0]["content"]
+        assert complexity.strip_comments_and_strings(problem["reference_solution"]) in body["messages"][0]["content"]
     finally:
         server.shutdown()
     # the callable path (this project's model through generate); no input_generator -> the model decides

@@ -10,23 +10,10 @@ import sys
 
 import pytest
 
-from nanbeige41 import data
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOY_SFT = os.path.join(REPO, "data", "toy", "sft")
 STEPS = 4
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    d = tmp_path_factory.mktemp("corpus")
-    for name, n in (("stem", 60), ("code", 30)):
-        records = data.read_jsonl(os.path.join(TOY_SFT, f"{name}.jsonl"))[:n]
-        data.write_jsonl(str(d / f"{name}.jsonl"), [{k: v for k, v in r.items() if k != "_source"} for r in records])
-    data.write_jsonl(str(d / "eval.jsonl"), [{k: v for k, v in r.items() if k != "_source"}
-                                             for r in data.read_jsonl(os.path.join(TOY_SFT, "eval.jsonl"))
-                                             if r["domain"] == "stem"][:6])
-    return d
 
 
 def args(corpus, out, *extra):
@@ -61,7 +48,7 @@ def test_two_process_fsdp_equals_one_process(corpus, tmp_path):
     # (accumulation and sharding at once).
     run([sys.executable, os.path.join(REPO, "train_sft.py"), *args(corpus, tmp_path / "one")])
     r = run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-             os.path.join(REPO, "train_sft.py"), *args(corpus, tmp_path / "two", "--micro-tokens", "128")])
+             os.path.join(REPO, "train_sft.py"), *args(corpus, tmp_path / "two", "--micro-batch-tokens", "128")])
     assert "world 2 on cpu (FSDP2)" in r.stdout
     one, two = metrics(tmp_path / "one"), metrics(tmp_path / "two")
     assert len(one) == len(two) == STEPS

@@ -11,11 +11,11 @@ import torch
 
 import train_grpo
 from nanbeige41.distributed import Dist
+from nanbeige41.losses import packed_logprobs
 from nanbeige41.model import ModelConfig, Transformer
-from nanbeige41.rl_envs import Env, safe_rewards
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
-from train_grpo import (Sample, assign_advantages, clipped_surrogate, group_advantages, has_signal, k3_kl,
-                        keep_by_difficulty, policy_update, token_weights, trajectory_stats)
+from train_grpo import (Env, Sample, assign_advantages, clipped_surrogate, group_advantages, has_signal, k3_kl,
+                        keep_by_difficulty, policy_update, safe_rewards, token_weights, trajectory_stats)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -77,7 +77,7 @@ def test_difficulty_filter_keeps_k_in_1_to_5():
 
 def _args(**over):
     base = dict(loss_agg="token-mean", max_new_tokens=8, micro_batch_tokens=4096, temperature=1.0,
-                chunk_size=1024, clip_low=0.2, clip_high=0.28, kl_coef=0.0, grad_clip=1e9,
+                loss_chunk=1024, clip_low=0.2, clip_high=0.28, kl_coef=0.0, grad_clip=1e9,
                 overlong="none", overlong_penalty=0.5, no_std=False, turn_credit="penalty", turn_penalty=0.5)
     base.update(over)
     return argparse.Namespace(**base)
@@ -250,7 +250,7 @@ def test_seq_mean_weights_count_a_segmented_trajectory_once():
     samples = [_seg(0, 1.0, 2), _seg(0, 1.0, 3), _seg(1, 0.0, 4)]
     with torch.no_grad():
         for s in samples:
-            s.old_logprobs = train_grpo.packed_logprobs(model, [s], 1.0)[0][0].tolist()
+            s.old_logprobs = packed_logprobs(model, [s], 1.0)[0][0].tolist()
             s.token_adv = [1.0 if s.traj == 0 else -1.0] * len(s.response)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     stats, _ = policy_update(model, None, opt, samples, _args(loss_agg="seq-mean-token-mean"), Dist())
@@ -352,11 +352,10 @@ def test_resume_continues_exactly(tmp_path):
 def test_agent_samples_mask_exactly_the_generated_tokens(tmp_path):
     """Multi-turn rollouts of the agent stage: loss only on the policy's own tokens, whose stored
     sampling log-probs a packed forward over (prompt + response) reproduces (token in, token out)."""
-    from nanbeige41 import rl_envs
     init, tok = _toy_init(tmp_path)
     model = Transformer.from_pretrained(init).eval()
     args = _run_args(tmp_path, init, max_new_tokens=12, agent_max_turns=3, agent_context=512, group_size=2)
-    env = rl_envs.agent_env(args, tok, log=lambda *a: None)
+    env = train_grpo.agent_env(args, tok, log=lambda *a: None)
     samples = env.rollout(model, tok, env.items[:2], args, seed=3)
     assert {s.group for s in samples} == {0, 1} and {s.traj for s in samples} == {0, 1}
     multi = 0
@@ -365,7 +364,7 @@ def test_agent_samples_mask_exactly_the_generated_tokens(tmp_path):
         assert gen and all(s.old_logprobs[i] == 0.0 for i, m in enumerate(s.loss_mask) if not m)
         multi += len(gen) < len(s.response)  # tool results inside the segment are not trained on
         with torch.no_grad():
-            lp, _ = train_grpo.packed_logprobs(model, [s], temperature=args.temperature)
+            lp, _ = packed_logprobs(model, [s], temperature=args.temperature)
         assert torch.allclose(lp[0][gen], torch.tensor([s.old_logprobs[i] for i in gen]), atol=2e-4)
         outside = tok.decode([t for t, m in zip(s.response, s.loss_mask) if not m])
         assert outside == "" or "<|im_start|>user" in outside

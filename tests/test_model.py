@@ -6,6 +6,7 @@ import pytest
 import torch
 import transformers
 
+from nanbeige41.distributed import checkpoint_blocks
 from nanbeige41.model import ModelConfig, Transformer, document_mask, document_spans, rope_cos_sin
 from nanbeige41.losses import chunked_cross_entropy, token_logprobs
 from nanbeige41.generate import generate, sample_next
@@ -198,14 +199,26 @@ def test_meta_init_and_gradient_checkpointing():
     m.init_weights()
     assert abs(m.lm_head.weight.std().item() - 0.02) < 0.002
     ids = torch.randint(0, 300, (2, 16))
-    grads = []
+    calls = []  # the MLP of block 0 runs once per forward, and once more in backward when its block is recomputed
+    m.model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))  # pre: recompute stops early
+    grads, runs = [], []
     for ckpt in (False, True):
         m.zero_grad()
-        m.gradient_checkpointing = ckpt
+        if ckpt:
+            checkpoint_blocks(m)  # from outside the model, as parallelize(activation_checkpointing=True) does
         m.train()
+        calls.clear()
         m(ids).float().logsumexp(-1).sum().backward()
         grads.append(m.model.layers[0].self_attn.q_proj.weight.grad.clone())
+        runs.append(len(calls))
+    assert runs == [1, 2]
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+    assert set(m.state_dict()) == set(Transformer(ModelConfig(**TINY)).state_dict())  # keys unchanged
+    with torch.no_grad():  # generation: no recompute, same numbers
+        calls.clear()
+        m.eval()
+        m(ids)
+        assert len(calls) == 1
 
 
 def test_chunked_loss_gradient_equals_full():

@@ -13,16 +13,10 @@ import reward_models as rmod
 from nanbeige41 import toy_chat
 from nanbeige41.checkpoint import CheckpointError
 from nanbeige41.model import ModelConfig, Transformer
-from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
 
 # a backbone small enough to train in seconds on a busy CPU; the toy tokenizer's 4096 ids
 TINY = dict(vocab_size=4096, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, rope_theta=1e5, max_position_embeddings=2048)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return Tokenizer.from_pretrained(toy_tokenizer_path())
 
 
 @pytest.fixture(scope="module")
@@ -74,50 +68,50 @@ def test_pair_loss_and_swap_term_hand_values():
 # -----------------------------------------------------------------------------
 # inputs, scoring, checkpoints
 
-def test_encodings_end_at_im_end_and_normalise_think(tokenizer):
+def test_encodings_end_at_im_end_and_normalise_think(tok):
     prompt = [{"role": "user", "content": "What is a velmora?"}]
-    ids = rmod.encode_point(tokenizer, prompt, "A velmora is a fish.")
-    assert ids[-1] == tokenizer.im_end_id
+    ids = rmod.encode_point(tok, prompt, "A velmora is a fish.")
+    assert ids[-1] == tok.im_end_id
     # a rollout's decoded text (reasoning, </think>, <|im_end|>) encodes like the same answer given as a message
-    assert rmod.encode_point(tokenizer, prompt, "\n</think>\n\nA velmora is a fish.<|im_end|>") == ids
-    ab = rmod.encode_pair(tokenizer, prompt, "A velmora is a fish.", "Fish fish fish.")
-    ba = rmod.encode_pair(tokenizer, prompt, "Fish fish fish.", "A velmora is a fish.")
-    assert ab[-1] == tokenizer.im_end_id and ab != ba and sorted(ab) == sorted(ba)
-    assert rmod.encode_pair(tokenizer, prompt, "\n</think>\n\nA velmora is a fish.", "Fish fish fish.") == ab
-    text = tokenizer.decode(ab)
+    assert rmod.encode_point(tok, prompt, "\n</think>\n\nA velmora is a fish.<|im_end|>") == ids
+    ab = rmod.encode_pair(tok, prompt, "A velmora is a fish.", "Fish fish fish.")
+    ba = rmod.encode_pair(tok, prompt, "Fish fish fish.", "A velmora is a fish.")
+    assert ab[-1] == tok.im_end_id and ab != ba and sorted(ab) == sorted(ba)
+    assert rmod.encode_pair(tok, prompt, "\n</think>\n\nA velmora is a fish.", "Fish fish fish.") == ab
+    text = tok.decode(ab)
     assert text.index("response A\n<think>\n\n</think>\n\nA velmora") < text.index("response B\n<think>")
 
 
-def test_scores_do_not_depend_on_batching_or_padding(tokenizer):
+def test_scores_do_not_depend_on_batching_or_padding(tok):
     rm = tiny_rm("point")
     prefs = toy_chat.preference_pairs(5, 12)
     prompts = [r["prompt"] for r in prefs]
     responses = [r["rejected"][0]["content"] for r in prefs]  # lengths vary a lot (overlong vs format defects)
-    one = rmod.point_rewards(rm, tokenizer, prompts, responses, batch_size=1)
-    many = rmod.point_rewards(rm, tokenizer, prompts, responses, batch_size=12)
+    one = rmod.point_rewards(rm, tok, prompts, responses, batch_size=1)
+    many = rmod.point_rewards(rm, tok, prompts, responses, batch_size=12)
     assert max(abs(a - b) for a, b in zip(one, many)) < 1e-4
     assert max(one) - min(one) > 1e-3  # the scores are not all the same number
 
 
-def test_checkpoint_roundtrip_and_pair_reward_functions(tmp_path, tokenizer):
+def test_checkpoint_roundtrip_and_pair_reward_functions(tmp_path, tok):
     prm = tiny_rm("pair", seed=1)
-    rmod.save_reward_model(prm, tokenizer, tmp_path / "rm")
+    rmod.save_reward_model(prm, tok, tmp_path / "rm")
     loaded = rmod.load_reward_model(tmp_path / "rm")
     assert loaded.kind == "pair" and loaded.max_len == 1024
     # the backbone is a plain HF checkpoint
     assert isinstance(Transformer.from_pretrained(tmp_path / "rm"), Transformer)
     rl = [r for r in toy_chat.rl_prompts(0, 0, 8)]
     prompts, refs, golds = [r["messages"] for r in rl], [r["reference"] for r in rl], [r["gold"] for r in rl]
-    d_before = rmod.pair_logits(prm, tokenizer, prompts, golds, refs)
-    assert rmod.pair_logits(loaded, tokenizer, prompts, golds, refs) == pytest.approx(d_before, abs=1e-5)
-    p_gold = rmod.pair_win_probs(loaded, tokenizer, prompts, golds, refs)
-    p_ref = rmod.pair_win_probs(loaded, tokenizer, prompts, refs, golds)
+    d_before = rmod.pair_logits(prm, tok, prompts, golds, refs)
+    assert rmod.pair_logits(loaded, tok, prompts, golds, refs) == pytest.approx(d_before, abs=1e-5)
+    p_gold = rmod.pair_win_probs(loaded, tok, prompts, golds, refs)
+    p_ref = rmod.pair_win_probs(loaded, tok, prompts, refs, golds)
     # both-order averaging makes P(a beats b) + P(b beats a) = 1 exactly, whatever the model's position bias
     assert all(abs(a + b - 1) < 1e-6 for a, b in zip(p_gold, p_ref))
-    rewards = rmod.pair_rewards(loaded, tokenizer, prompts, golds, refs)
+    rewards = rmod.pair_rewards(loaded, tok, prompts, golds, refs)
     assert rewards == [float(p > 0.5) for p in p_gold]
     with pytest.raises(ValueError, match="point-wise"):
-        rmod.point_rewards(loaded, tokenizer, prompts, golds)
+        rmod.point_rewards(loaded, tok, prompts, golds)
     # the score CLI: both orders per record, from response + reference
     samples = write_jsonl(tmp_path / "s.jsonl", [{"messages": p, "response": g, "reference": r}
                                                   for p, g, r in zip(prompts, golds, refs)])
@@ -127,37 +121,37 @@ def test_checkpoint_roundtrip_and_pair_reward_functions(tmp_path, tokenizer):
     with pytest.raises(SystemExit, match="pair-wise reward model, not --kind point"):  # one line, no traceback
         rmod.main(["score", "--kind", "point", "--ckpt", str(tmp_path / "rm"), "--data", samples])
     Transformer(ModelConfig(**TINY)).save_pretrained(tmp_path / "lm")  # a language model, not a reward model
-    tokenizer.save_pretrained(tmp_path / "lm")
+    tok.save_pretrained(tmp_path / "lm")
     with pytest.raises(CheckpointError, match="lm: no reward_head.json"):
         rmod.load_reward_model(tmp_path / "lm")
 
 
-def test_bf16_backbone_scores_track_fp32(tmp_path, tokenizer):
+def test_bf16_backbone_scores_track_fp32(tmp_path, tok):
     rm = tiny_rm("point", seed=2)
-    rmod.save_reward_model(rm, tokenizer, tmp_path)
+    rmod.save_reward_model(rm, tok, tmp_path)
     rm16 = rmod.load_reward_model(tmp_path, dtype=torch.bfloat16)
     assert rm16.backbone.lm_head.weight.dtype == torch.bfloat16 and rm16.head.weight.dtype == torch.float32
     prefs = toy_chat.preference_pairs(6, 8)
     args = ([r["prompt"] for r in prefs], [r["chosen"][0]["content"] for r in prefs])
-    s32, s16 = rmod.point_rewards(rm, tokenizer, *args), rmod.point_rewards(rm16, tokenizer, *args)
+    s32, s16 = rmod.point_rewards(rm, tok, *args), rmod.point_rewards(rm16, tok, *args)
     spread = max(s32) - min(s32)
     assert all(isinstance(s, float) for s in s16)
     assert max(abs(a - b) for a, b in zip(s32, s16)) < 0.1 * spread + 0.02
 
 
-def test_overlong_sequences_keep_their_tail_when_scoring(tokenizer):
+def test_overlong_sequences_keep_their_tail_when_scoring(tok):
     rm = tiny_rm("point", max_len=24)
     prompt = [{"role": "user", "content": "What is a velmora? " * 20}]
-    ids = rmod.encode_point(tokenizer, prompt, "A fish.")
+    ids = rmod.encode_point(tok, prompt, "A fish.")
     assert len(ids) > 24
     direct = rm(torch.tensor([ids[-24:]]), torch.tensor([24])).item()
-    assert rmod.point_rewards(rm, tokenizer, [prompt], ["A fish."]) == pytest.approx([direct], abs=1e-5)
+    assert rmod.point_rewards(rm, tok, [prompt], ["A fish."]) == pytest.approx([direct], abs=1e-5)
 
 
 # -----------------------------------------------------------------------------
 # bad input
 
-def test_bad_records_are_counted_and_skipped_or_fail_under_strict(tmp_path, tokenizer, tiny_init):
+def test_bad_records_are_counted_and_skipped_or_fail_under_strict(tmp_path, tok, tiny_init):
     good = toy_chat.preference_pairs(0, 40)
     bad = [{"prompt": [{"role": "user", "content": "hi"}], "chosen": "same", "rejected": "same"},
            {"prompt": [{"role": "user", "content": "hi"}], "chosen": "only chosen"},
@@ -166,11 +160,11 @@ def test_bad_records_are_counted_and_skipped_or_fail_under_strict(tmp_path, toke
            {"prompt": [{"role": "user", "content": "hi"}], "chosen": "fine", "rejected": "word " * 2000},
            {"prompt": [{"role": "user", "content": "hi"}], "strong": "a", "weak": "b"}]  # no checklist
     records = [{**r, "_source": f"x:{i}"} for i, r in enumerate(good + bad)]
-    examples, skipped = rmod.prepare_examples(records, tokenizer, "point", 512, log=lambda *a: None)
+    examples, skipped = rmod.prepare_examples(records, tok, "point", 512, log=lambda *a: None)
     assert len(examples) == 40
     assert dict(skipped) == {"identical": 1, "missing_field": 3, "bad_messages": 1, "overlong": 1}
     with pytest.raises(ValueError, match="--strict: 6 bad record"):
-        rmod.prepare_examples(records, tokenizer, "point", 512, strict=True, log=lambda *a: None)
+        rmod.prepare_examples(records, tok, "point", 512, strict=True, log=lambda *a: None)
     data = write_jsonl(tmp_path / "bad.jsonl", good + bad)
     with pytest.raises(ValueError, match="identical=1"):
         rmod.main(["train", "--kind", "point", "--data", data, "--init", tiny_init, "--out", str(tmp_path / "o"),
@@ -213,11 +207,12 @@ class _Judge(BaseHTTPRequestHandler):
         """Keep the test output quiet (no per-request access log)."""
 
 
-def test_endpoint_judge_against_a_local_server():
+def test_endpoint_judge_against_a_local_server(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
     server = HTTPServer(("127.0.0.1", 0), _Judge)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        judge = rmod.endpoint_judge(f"http://127.0.0.1:{server.server_port}/v1", "judge-model", api_key="k", retries=0)
+        judge = rmod.endpoint_judge(f"http://127.0.0.1:{server.server_port}/v1", "judge-model", retries=0)
         prompt = [{"role": "user", "content": "What colour is a droka?"}]
         checklist = [{"text": "Says green"}, {"text": "Is one word"}]
         clean, loop = "Green.", "Green. Green. Green. Green."
@@ -234,7 +229,7 @@ def test_endpoint_judge_against_a_local_server():
         assert "1. Says green\n2. Is one word" in body["messages"][0]["content"]
     finally:
         server.shutdown()
-    dead = rmod.endpoint_judge(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=0, timeout=2)
+    dead = rmod.endpoint_judge(f"http://127.0.0.1:{server.server_port}/v1", "m", retries=0, timeout_s=2)
     with pytest.raises(rmod.JudgeError):
         dead(prompt, clean, checklist)
 
@@ -250,7 +245,7 @@ def test_parse_verdicts():
 # training
 
 @pytest.mark.slow
-def test_point_rm_separates_held_out_repetitive_from_clean(tmp_path, tokenizer, tiny_init):
+def test_point_rm_separates_held_out_repetitive_from_clean(tmp_path, tok, tiny_init):
     prefs = toy_chat.preference_pairs(0, 160)
     data = write_jsonl(tmp_path / "prefs.jsonl", prefs)
     out = str(tmp_path / "rm")
@@ -267,7 +262,7 @@ def test_point_rm_separates_held_out_repetitive_from_clean(tmp_path, tokenizer, 
         clean.append(a)
         loops.append(toy_chat.add_defect(a, "repetition", e, rng))
     rm = rmod.load_reward_model(out)
-    s_clean, s_loop = rmod.point_rewards(rm, tokenizer, prompts, clean), rmod.point_rewards(rm, tokenizer, prompts, loops)
+    s_clean, s_loop = rmod.point_rewards(rm, tok, prompts, clean), rmod.point_rewards(rm, tok, prompts, loops)
     accuracy = sum(c > l for c, l in zip(s_clean, s_loop)) / len(prompts)
     assert accuracy >= 0.9, accuracy
     rows = rmod.main(["score", "--kind", "point", "--ckpt", out, "--data", write_jsonl(tmp_path / "s.jsonl", prefs[:20])])

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import search_agent as sa
+from nanbeige41 import qa_scoring, search_tools
 from nanbeige41 import toy_world
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,19 +18,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def wiki():
-    return sa.LocalWiki.load()
+    return search_tools.LocalWiki.load()
 
 
 @pytest.fixture(scope="module")
 def toolbox(wiki):
-    return sa.Toolbox(wiki, wiki)
+    return search_tools.Toolbox(wiki, wiki)
 
 
 # ----------------------------------------------------------------------------- BM25 and local tools
 
 def test_bm25_matches_the_formula():
     docs = ["red apple pie", "green apple", "red red car", "blue sky"]
-    index = sa.BM25(docs, k1=1.2, b=0.75)
+    index = search_tools.BM25(docs, k1=1.2, b=0.75)
     avgdl = sum(len(d.split()) for d in docs) / len(docs)
     query = "red apple"
     for d, doc in enumerate(docs):
@@ -63,7 +64,7 @@ def test_search_and_visit_observations(toolbox, wiki):
 
 
 def test_long_pages_come_in_parts(wiki):
-    tools = sa.Toolbox(wiki, wiki, part_chars=100)
+    tools = search_tools.Toolbox(wiki, wiki, part_chars=100)
     page = wiki.entities[0]
     first, ok = tools.call("visit", {"url": page["url"]})
     n_parts = int(first.split(" of ")[1].split(")")[0])
@@ -93,13 +94,13 @@ def test_a_crashing_backend_is_an_observation(wiki):
     class Broken:
         def search(self, query, k):
             raise KeyError("index corrupted")
-    obs, ok = sa.Toolbox(Broken(), wiki).call("search", {"query": "x"})
+    obs, ok = search_tools.Toolbox(Broken(), wiki).call("search", {"query": "x"})
     assert not ok and "KeyError" in obs
 
 
 def test_python_tool_only_through_the_sandbox(wiki):
     calls = []
-    tools = sa.Toolbox(wiki, wiki, python_runner=lambda code: calls.append(code) or "42")
+    tools = search_tools.Toolbox(wiki, wiki, python_runner=lambda code: calls.append(code) or "42")
     assert "python" in tools.names and tools.call("python", {"code": "print(42)"}) == ("42", True)
     assert calls == ["print(42)"]
 
@@ -161,7 +162,7 @@ def web(monkeypatch_module=None):
     thread.start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
     http = dict(retries=2, backoff_s=0.01, timeout_s=0.2)
-    yield sa.Toolbox(sa.SerperSearch(base, **http), sa.JinaReader(base, **http))
+    yield search_tools.Toolbox(search_tools.SerperSearch(base, **http), search_tools.JinaReader(base, **http))
     server.shutdown()
 
 
@@ -230,17 +231,17 @@ def test_jina_reader(web, monkeypatch):
     ("", "Kessa", False),
 ])
 def test_gaia_scorer_table(prediction, gold, expected):
-    assert sa.gaia_match(prediction, gold) is expected
+    assert qa_scoring.gaia_match(prediction, gold) is expected
 
 
 def test_em_and_f1():
-    assert sa.exact_match("The Kessa.", "kessa") == 1.0
-    assert sa.exact_match("Kessa city", "Kessa") == 0.0
-    assert sa.token_f1("Kessa city", "Kessa") == pytest.approx(2 / 3)
-    assert sa.token_f1("Ulm", "Kessa") == 0.0
-    assert sa.score_answer(None, "x")["correct"] is False
-    assert sa.score_answer("17.0", "17")["correct"] is True  # gaia by default: numbers as numbers
-    assert sa.score_answer("17.0", "17", method="em")["correct"] is False  # SQuAD: "170" != "17"
+    assert qa_scoring.exact_match("The Kessa.", "kessa") == 1.0
+    assert qa_scoring.exact_match("Kessa city", "Kessa") == 0.0
+    assert qa_scoring.token_f1("Kessa city", "Kessa") == pytest.approx(2 / 3)
+    assert qa_scoring.token_f1("Ulm", "Kessa") == 0.0
+    assert qa_scoring.score_answer(None, "x")["correct"] is False
+    assert qa_scoring.score_answer("17.0", "17")["correct"] is True  # gaia by default: numbers as numbers
+    assert qa_scoring.score_answer("17.0", "17", method="em")["correct"] is False  # SQuAD: "170" != "17"
 
 
 @pytest.mark.parametrize("reply, verdict", [
@@ -254,16 +255,16 @@ def test_em_and_f1():
     ("", None),
 ])
 def test_judge_verdict_parsing(reply, verdict):
-    assert sa.parse_judge_verdict(reply) is verdict
+    assert qa_scoring.parse_judge_verdict(reply) is verdict
 
 
 def test_llm_judge_scoring():
     seen = []
     chat = lambda messages: seen.append(messages) or "The prediction names the same city.\ncorrect: yes"
-    scores = sa.score_answer("the city of Kessa", "Kessa", method="llm", question="Where?", chat=chat)
+    scores = qa_scoring.score_answer("the city of Kessa", "Kessa", method="llm", question="Where?", chat=chat)
     assert scores["llm"] is True and scores["correct"] is True and scores["em"] == 0.0
     assert "Gold answer: Kessa" in seen[0][0]["content"]
-    assert sa.score_answer("x", "Kessa", method="llm", chat=lambda m: "incorrect: yes")["correct"] is False
+    assert qa_scoring.score_answer("x", "Kessa", method="llm", chat=lambda m: "incorrect: yes")["correct"] is False
 
 
 # ----------------------------------------------------------------------------- critic
@@ -345,9 +346,9 @@ def test_sft_records(wiki):
     assert flagged and all(m["role"] == "assistant" and m["loss"] is False and m.get("tool_calls") for m in flagged)
     assert sum(any(m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] == "visit"
                    for m in r["messages"]) for r in records) > 30
-    tools = sa.Toolbox(wiki, wiki)
+    tools = search_tools.Toolbox(wiki, wiki)
     for r in records[::7]:
-        assert r["domain"] == "search" and r["tools"] == sa.DEFAULT_TOOLS
+        assert r["domain"] == "search" and r["tools"] == search_tools.DEFAULT_TOOLS
         roles = [m["role"] for m in r["messages"]]
         assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
         final = r["messages"][-1]

@@ -13,31 +13,15 @@ import pytest
 import torch
 
 import search_agent as sa
-from nanbeige41 import toy_world
-from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+from nanbeige41 import agent_policies, search_tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
-def tok():
-    return Tokenizer.from_pretrained(toy_tokenizer_path())
-
-
-@pytest.fixture(scope="module")
-def world():
-    return toy_world.load_world(sa.WORLD_PATH)
-
-
-@pytest.fixture(scope="module")
 def toolbox(world):
-    wiki = sa.LocalWiki(world)
-    return sa.Toolbox(wiki, wiki)
-
-
-@pytest.fixture(scope="module")
-def questions():
-    return toy_world.load_questions(sa.QUESTIONS_PATH)
+    wiki = search_tools.LocalWiki(world)
+    return search_tools.Toolbox(wiki, wiki)
 
 
 def call(name, **arguments):
@@ -66,7 +50,7 @@ def run_episode(policy, question, tok, toolbox, config):
 def test_scripted_expert_solves_train_and_test_questions(tok, toolbox, world, questions):
     picked = [q for q in questions if q["split"] == "test"][:6] + [q for q in questions if q["hops"] == 4][:4]
     for q in picked:
-        rec = sa.run_agent(sa.ScriptedPolicy(sa.expert_script(q, world), tok), q, tok, toolbox)
+        rec = sa.run_agent(agent_policies.ScriptedPolicy(sa.expert_script(q, world), tok), q, tok, toolbox)
         assert rec["termination"] == "answer" and rec["score"] == 1.0, q["id"]
         assert all(v is None or v["pass"] for v in rec["verdicts"]) and rec["verdicts"][-1] is None
         assert len(rec["segments"]) == 1  # short episodes never rewrite their context: one segment
@@ -74,9 +58,9 @@ def test_scripted_expert_solves_train_and_test_questions(tok, toolbox, world, qu
 
 def test_scores_of_a_wrong_answer_and_of_no_gold(tok, toolbox, questions):
     q = next(q for q in questions if q["split"] == "test")
-    rec = sa.run_agent(sa.ScriptedPolicy(replay([answer("Nowhere at all")]), tok), q, tok, toolbox)
+    rec = sa.run_agent(agent_policies.ScriptedPolicy(replay([answer("Nowhere at all")]), tok), q, tok, toolbox)
     assert rec["termination"] == "answer" and rec["score"] == 0.0 and rec["scores"]["em"] == 0.0
-    rec = sa.run_agent(sa.ScriptedPolicy(replay([answer("Kessa")]), tok), "Where?", tok, toolbox)
+    rec = sa.run_agent(agent_policies.ScriptedPolicy(replay([answer("Kessa")]), tok), "Where?", tok, toolbox)
     assert rec["score"] is None and rec["scores"] is None and rec["gold"] is None
 
 
@@ -90,7 +74,7 @@ def test_600_turns_stay_in_budget_with_a_complete_record_and_flat_memory(tok, to
     config = sa.AgentConfig(max_turns=600, max_context_tokens=2048, max_new_tokens=64, keep_last_k=4,
                             rewrite_slack=4, obs_max_chars=600)
     ep = sa.Episode("Which company was founded first?", tok, toolbox, config)
-    policy = sa.ScriptedPolicy(script, tok)
+    policy = agent_policies.ScriptedPolicy(script, tok)
     tracemalloc.start()
     memory = {}
     try:
@@ -122,7 +106,7 @@ def test_what_the_model_saw(tok, toolbox, world):
     replies = [call("search", query=e["title"]) for e in entities]
     config = sa.AgentConfig(max_turns=60, max_context_tokens=1200, max_new_tokens=64, keep_last_k=2,
                             rewrite_slack=2, obs_max_chars=300)
-    ep, requests = run_episode(sa.ScriptedPolicy(replay(replies), tok), "Find them all.", tok, toolbox, config)
+    ep, requests = run_episode(agent_policies.ScriptedPolicy(replay(replies), tok), "Find them all.", tok, toolbox, config)
     assert ep.termination == "max_turns"
     seen_placeholder = seen_drop = 0
     record = json.loads(json.dumps(ep.record()))  # a record read back from disk is enough to rebuild views
@@ -132,7 +116,7 @@ def test_what_the_model_saw(tok, toolbox, world):
         tool_texts = [m["content"] for m in view if m["role"] == "tool"]
         verbatim = [x for x in tool_texts if x != sa.PLACEHOLDER]
         assert 0 < len(verbatim) <= 4 or t == 0
-        assert tool_texts[-min(2, len(tool_texts)):] == [sa._cap(o, 300) for tr in ep.turns[max(0, t - 2):t]
+        assert tool_texts[-min(2, len(tool_texts)):] == [search_tools._cap(o, 300) for tr in ep.turns[max(0, t - 2):t]
                                                          for o in tr["observations"]][-min(2, len(tool_texts)):]
         seen_placeholder += sa.PLACEHOLDER in tool_texts
         seen_drop += "earlier turns omitted" in view[2]["content"] if len(view) > 2 else 0
@@ -149,7 +133,7 @@ def test_bad_calls_are_observations_and_the_loop_recovers(tok, toolbox):
         def fetch(self, url):
             return toolbox.reader.fetch(url)
 
-    tools = sa.Toolbox(Exploding(), toolbox.reader)
+    tools = search_tools.Toolbox(Exploding(), toolbox.reader)
     script = [
         '<tool_call>\n{"name": "search", "arguments": {"query": "Kessa"\n</tool_call><|im_end|>',  # bad JSON
         call("browse", url="x"),                               # unknown tool
@@ -160,7 +144,7 @@ def test_bad_calls_are_observations_and_the_loop_recovers(tok, toolbox):
         call("visit", url=toolbox.searcher.entities[0]["url"]),  # a good call resets the error count
         answer("Kessa"),
     ]
-    policy = sa.ScriptedPolicy(replay(script), tok)
+    policy = agent_policies.ScriptedPolicy(replay(script), tok)
     rec = sa.run_agent(policy, "Where?", tok, tools, sa.AgentConfig(max_new_tokens=64, max_consecutive_errors=6))
     obs = [t["observations"][0] if t["observations"] else None for t in rec["turns"]]
     assert "malformed tool call" in obs[0] and "invalid JSON" in obs[0]
@@ -176,7 +160,7 @@ def test_bad_calls_are_observations_and_the_loop_recovers(tok, toolbox):
 
 
 def test_too_many_consecutive_errors_end_with_error(tok, toolbox):
-    policy = sa.ScriptedPolicy(lambda m, t: call("nope"), tok)
+    policy = agent_policies.ScriptedPolicy(lambda m, t: call("nope"), tok)
     rec = sa.run_agent(policy, "Where?", tok, toolbox, sa.AgentConfig(max_consecutive_errors=3))
     assert rec["termination"] == "error" and len(rec["turns"]) == 4 and "4 failed turns" in rec["error"]
 
@@ -185,19 +169,19 @@ def test_context_limit_forces_an_answer(tok, toolbox, world):
     long_page = max(world["entities"], key=lambda e: len(e["article"]))
     script = [call("visit", url=long_page["url"]), answer("Kessa")]
     roomy = sa.AgentConfig(max_new_tokens=64, obs_max_chars=5000)
-    ep, requests = run_episode(sa.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, roomy)
+    ep, requests = run_episode(agent_policies.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, roomy)
     first, second = (len(r["prompt_ids"]) for r in requests)
     assert ep.termination == "answer"
     # a window that holds the question but not the page: the model is asked for its answer, seeing less of it
     config = sa.AgentConfig(max_context_tokens=second + 64 - 1, max_new_tokens=64, obs_max_chars=5000)
-    ep, requests = run_episode(sa.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, config)
+    ep, requests = run_episode(agent_policies.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, config)
     assert ep.termination == "context_limit" and ep.final_answer == "Kessa"
     view = ep.turns[-1]["view"]
     assert view["forced"] and view["obs_cap"] < 5000 and sa.FORCE_ANSWER in json.dumps(requests[-1]["messages"])
     assert all(len(r["prompt_ids"]) + 64 <= config.max_context_tokens for r in requests)
     # a window too small for anything after the question: the episode ends without an answer
     config = sa.AgentConfig(max_context_tokens=first + 64 + 5, max_new_tokens=64, obs_max_chars=5000)
-    ep, _ = run_episode(sa.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, config)
+    ep, _ = run_episode(agent_policies.ScriptedPolicy(replay(script), tok), "Where?", tok, toolbox, config)
     assert ep.termination == "context_limit" and ep.final_answer is None and len(ep.turns) == 1
 
 
@@ -205,7 +189,7 @@ def test_wall_clock(tok, toolbox):
     def slow(messages, turn):
         time.sleep(0.05)
         return call("search", query=f"Kessa {turn}")
-    rec = sa.run_agent(sa.ScriptedPolicy(slow, tok), "Where?", tok, toolbox, sa.AgentConfig(wall_clock_s=0.2))
+    rec = sa.run_agent(agent_policies.ScriptedPolicy(slow, tok), "Where?", tok, toolbox, sa.AgentConfig(wall_clock_s=0.2))
     assert rec["termination"] == "wall_clock" and 1 <= len(rec["turns"]) <= 5  # 0.2 s / 0.05 s per turn
 
 
@@ -217,7 +201,7 @@ def test_rollout_groups_batch_every_live_episode(tok, toolbox, world, questions)
     class Expert:  # one generate call per turn, over every live episode of every question
         def generate(self, requests, max_new_tokens):
             batch_sizes.append(len(requests))
-            texts = [sa.assistant_text(tok, scripts[r["messages"][1]["content"]](r["messages"], len(batch_sizes) - 1))
+            texts = [agent_policies.assistant_text(tok, scripts[r["messages"][1]["content"]](r["messages"], len(batch_sizes) - 1))
                      for r in requests]
             return [{"tokens": tok.encode(t), "logprobs": None, "finish_reason": "eos"} for t in texts]
 
@@ -231,7 +215,7 @@ def test_rollout_groups_batch_every_live_episode(tok, toolbox, world, questions)
 def test_policy_failure_ends_the_group_with_error(tok, toolbox):
     class Down:
         def generate(self, requests, max_new_tokens):
-            raise sa.ToolError("policy failed: HTTP 500 after 3 attempt(s)")
+            raise search_tools.ToolError("policy failed: HTTP 500 after 3 attempt(s)")
     recs = sa.rollout_group(Down(), "Where?", 3, tok, toolbox)
     assert [r["termination"] for r in recs] == ["error"] * 3 and "HTTP 500" in recs[0]["error"]
 
@@ -241,8 +225,8 @@ def test_policy_failure_ends_the_group_with_error(tok, toolbox):
 def test_loss_mask_covers_exactly_the_generated_tokens(tok, toolbox):
     script = [call("search", query="Kessa mayor"), call("visit", url=toolbox.searcher.entities[3]["url"], goal="mayor"),
               call("search", query="Velmoria capital"), answer("Kessa")]
-    rec = sa.run_agent(sa.ScriptedPolicy(replay(script), tok), "Who?", tok, toolbox)
-    generated = [tok.encode(sa.assistant_text(tok, m)) for m in script]
+    rec = sa.run_agent(agent_policies.ScriptedPolicy(replay(script), tok), "Who?", tok, toolbox)
+    generated = [tok.encode(agent_policies.assistant_text(tok, m)) for m in script]
     seg = rec["segments"][0]
     assert len(rec["segments"]) == 1 and seg["turns"] == [0, 1, 2, 3]
     masked = [i for i, m in zip(seg["completion_ids"], seg["loss_mask"]) if m]
@@ -268,7 +252,7 @@ def test_model_rollouts_keep_exact_ids_and_logprobs(tok, toolbox):
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset("toy", vocab_size=len(tok), num_hidden_layers=2))
     model.init_weights()
-    policy = sa.ModelPolicy(model, tok, temperature=1.0, seed=0)
+    policy = agent_policies.ModelPolicy(model, tok, temperature=1.0, seed=0)
     config = sa.AgentConfig(max_turns=3, max_new_tokens=12, max_consecutive_errors=10)
     recs = sa.rollout_group(policy, "Where was Ada born?", 2, tok, toolbox, config)
     assert len(recs) == 2 and all(r["termination"] == "max_turns" for r in recs)
@@ -319,7 +303,7 @@ def test_endpoint_policy(tok, toolbox, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        policy = sa.EndpointPolicy(url, "strong-model", tok)
+        policy = agent_policies.EndpointPolicy(url, "strong-model", tok)
         rec = sa.run_agent(policy, "In which country is Mienveholm?", tok, toolbox)
         broken = sa.run_agent(policy, "A broken question?", tok, toolbox)
     finally:
@@ -350,7 +334,7 @@ def test_turn_without_reasoning_starts_a_new_segment(tok, toolbox):
     # The model writes an empty think block; the 4.1 template shows an intermediate turn without reasoning with no
     # block at all. The next prompt then cannot extend the token-in/token-out segment: it is rendered afresh.
     script = [dict(call("search", query="Kessa mayor"), reasoning_content=""), answer("Kessa")]
-    rec = sa.run_agent(sa.ScriptedPolicy(replay(script), tok), "Who?", tok, toolbox)
+    rec = sa.run_agent(agent_policies.ScriptedPolicy(replay(script), tok), "Who?", tok, toolbox)
     assert rec["final_answer"] == "Kessa" and [s["turns"] for s in rec["segments"]] == [[0], [1]]
     assert tok.decode(rec["segments"][0]["completion_ids"]).startswith("<think>\n\n</think>\n\n<tool_call>")
     view = sa.view_messages(rec, 1)

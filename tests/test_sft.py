@@ -32,25 +32,7 @@ TINY = dict(vocab_size=4096, hidden_size=32, intermediate_size=64, num_hidden_la
             num_key_value_heads=1, head_dim=None)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    """A few dozen stem and code conversations and a small eval file, cut from the shipped corpus."""
-    d = tmp_path_factory.mktemp("corpus")
-    for name, n in (("stem", 60), ("code", 30)):
-        records = data.read_jsonl(os.path.join(TOY_SFT, f"{name}.jsonl"))[:n]
-        data.write_jsonl(str(d / f"{name}.jsonl"), [{k: v for k, v in r.items() if k != "_source"} for r in records])
-    records = data.read_jsonl(os.path.join(TOY_SFT, "eval.jsonl"))
-    data.write_jsonl(str(d / "eval.jsonl"), [{k: v for k, v in r.items() if k != "_source"}
-                                             for r in records if r["domain"] in ("stem", "code")][:8])
-    return d
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_args(corpus, out, steps, *extra):
@@ -107,7 +89,7 @@ def test_accumulation_invariance(corpus, tmp_path):
     """4 rows per step as 4 micro-steps of 1 row vs one micro-batch of 4 rows: same losses, gradient norms and
     final weights (the loss is normalised by the whole step's assistant-token count, not per micro-batch)."""
     run_sft(tiny_args(corpus, tmp_path / "once", 3))
-    run_sft(tiny_args(corpus, tmp_path / "accum", 3, "--micro-tokens", "128"))
+    run_sft(tiny_args(corpus, tmp_path / "accum", 3, "--micro-batch-tokens", "128"))
     a, b = metrics(tmp_path / "once"), metrics(tmp_path / "accum")
     for x, y in zip(a, b):
         assert x["loss"] == pytest.approx(y["loss"], rel=1e-6)
@@ -241,3 +223,21 @@ def test_tiny_run_loss_falls_and_logs_metrics(corpus, tmp_path):
     assert "realised mixture" in r.stdout
     assert Tokenizer.from_pretrained(str(out)).vocab_size == 4096  # OUT is a HF dir with the tokenizer
     assert Transformer.from_pretrained(str(out)).config.hidden_size == 32
+
+
+def test_mixture_flag_sets_the_last_curriculum_stage_only(corpus, tmp_path):
+    """--mixture is the 256k stage's mixture in the paper (27/26/23/13/10); the earlier stages keep their own. Here the
+    toy curriculum (256 -> 512 -> 1024) with --mixture stem=1: stages 1-2 mix code and stem in their built-in ratios,
+    stage 3 draws stem only."""
+    out = tmp_path / "curriculum"
+    run_sft([*TINY_MODEL, "--data", str(corpus / "stem.jsonl"), str(corpus / "code.jsonl"), "--eval-data",
+             str(corpus / "eval.jsonl"), "--mixture", "stem=1", "--batch-tokens", "1024", "--max-steps", "6",
+             "--eval-every", "0", "--quiet", "--out", str(out)])
+    by_stage = {}
+    for m in metrics(out):
+        if "mixture" in m:
+            by_stage.setdefault(m["stage"], []).append(m["mixture"])
+    assert sorted(by_stage) == ["1024", "256", "512"]
+    # realised shares of documents; the toy stages ask code 50 : stem 20 (256) and 50 : 15 (512) of the tokens
+    assert by_stage["256"][-1].get("code", 0) > 0.1 and by_stage["512"][-1].get("code", 0) > 0.1  # measured 0.47, 0.29
+    assert set(by_stage["1024"][-1]) == {"stem"}

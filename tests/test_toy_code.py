@@ -13,6 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import code_judge as cj  # noqa: E402
+from nanbeige41 import complexity, lcb
 from nanbeige41 import toy_code as tc  # noqa: E402
 
 SHIPPED = os.path.join(ROOT, "data", "toy", "code_problems.jsonl")
@@ -32,15 +33,15 @@ def test_regenerating_gives_identical_bytes(tmp_path):
 
 def test_records_are_lcb_style_with_rl_fields(problems):
     assert 15 <= len(tc.FAMILIES) <= 20 and len(problems) == len(tc.FAMILIES) * tc.INSTANCES_PER_FAMILY
-    loaded = cj.load_problems(SHIPPED)                    # the judge's own loader accepts every record
+    loaded = lcb.load_problems(SHIPPED)                    # the judge's own loader accepts every record
     assert [p["question_id"] for p in loaded] == [p["question_id"] for p in problems]
     assert len({p["question_id"] for p in problems}) == len(problems)
     for p in problems:
         assert p["split"] in ("train", "test") and p["public_test_cases"] and p["private_test_cases"]
         assert p["reference_solution"] == p["solutions"][0]["code"]
-        assert cj.parse_complexity(p["optimal_complexity"]) == p["optimal_complexity"]
+        assert complexity.parse_complexity(p["optimal_complexity"]) == p["optimal_complexity"]
         for s in p["solutions"]:
-            assert cj.CLASS_RANK[s["complexity"]] >= cj.CLASS_RANK[p["optimal_complexity"]]
+            assert complexity.CLASS_RANK[s["complexity"]] >= complexity.CLASS_RANK[p["optimal_complexity"]]
         for value in p["params"].values():                # the instance parameter is in the statement
             assert str(value) in p["question_content"] and str(value) in p["reference_solution"]
         g = {}
@@ -56,7 +57,7 @@ def test_records_are_lcb_style_with_rl_fields(problems):
 def test_every_solution_passes_every_test_and_agrees_on_large_inputs(problems):
     # in-process: these are our own trusted programs (the sandboxed path is tested below)
     for p in problems[::3]:
-        tests = cj.all_tests(p)
+        tests = lcb.all_tests(p)
         g = {}
         exec(p["input_generator"], g)
         big = g["gen"](300, 7)

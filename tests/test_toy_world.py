@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 
+import data_synth
 from nanbeige41 import toy_world
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -13,21 +14,11 @@ DATA = os.path.join(ROOT, "data", "toy")
 FILES = ["world.json", "search_questions.jsonl", "search_sft.jsonl"]
 
 
-@pytest.fixture(scope="module")
-def world():
-    return toy_world.load_world(os.path.join(DATA, "world.json"))
-
-
-@pytest.fixture(scope="module")
-def questions():
-    return toy_world.load_questions(os.path.join(DATA, "search_questions.jsonl"))
-
-
 def test_regeneration_gives_identical_bytes(tmp_path):
-    toy_world.generate_files(str(tmp_path))
+    data_synth.make_world_files(str(tmp_path))
     for name in FILES:
         with open(os.path.join(DATA, name), "rb") as shipped, open(tmp_path / name, "rb") as fresh:
-            assert shipped.read() == fresh.read(), f"{name} differs from a fresh `python -m nanbeige41.toy_world`"
+            assert shipped.read() == fresh.read(), f"{name} differs from a fresh `python data_synth.py world`"
 
 
 def test_shipped_files_are_small():
