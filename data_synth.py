@@ -23,11 +23,17 @@ with difficulty filtering (2.3.2). A source module that is missing is reported a
 
 import argparse
 import datetime
+import hashlib
 import importlib
 import json
 import os
 import random
+import re
+import sys
+import time
+from collections import Counter
 
+from nanbeige41 import synth
 from nanbeige41.data import write_jsonl
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -347,7 +353,656 @@ def toy(args):
           f"train corpus {len(texts)} conversations, {n_tokens} tokens")
 
 
-def main():
+# =============================================================================
+# The synthesis pipelines: deep-search data (paper Figure 2), code data (2.3.2), solution refinement (2.1.1).
+# Every subcommand reads JSONL (--in) and writes JSONL (--out); see the module docstring for the walkthrough.
+
+def _strip_source(record):
+    return {k: v for k, v in record.items() if k != "_source"}
+
+
+def _read(path, what):
+    """read_jsonl with its file:line errors, as a clean exit (no traceback) for a command line user."""
+    from nanbeige41.data import read_jsonl
+    if not os.path.isfile(path):
+        raise SystemExit(f"data_synth: {what} file {path} does not exist")
+    try:
+        return read_jsonl(path)
+    except ValueError as e:
+        raise SystemExit(f"data_synth: {e}") from None
+
+
+def _limit(records, limit):
+    return records if limit is None else records[:limit]
+
+
+def _finish(label, out, records, read, dropped, extra="", why_empty=""):
+    """Write `records` and print the summary line; with nothing kept, write nothing and exit with the counts."""
+    line = synth.summary(label, read, len(records), dropped, extra)
+    if not records:
+        raise SystemExit(f"{line}\ndata_synth {label}: nothing kept, so {out} was not written. {why_empty}".rstrip())
+    write_jsonl(out, [_strip_source(r) for r in records])
+    print(f"{line} -> {out}")
+    return records
+
+
+class CachedChat:
+    """search_agent.endpoint_chat (OpenAI-compatible, retries with back-off, key from $OPENAI_API_KEY) behind an
+    on-disk cache keyed by sha256 of the request (endpoint, model, temperature, max_tokens, sample index,
+    messages), so an interrupted or repeated run pays only for requests it has not made yet (that is how the
+    LLM-backed steps resume). `sample` tells apart several samples of the same prompt."""
+
+    def __init__(self, endpoint, model, cache_dir, temperature=0.0, max_tokens=1024):
+        import search_agent
+        self.key_parts = [endpoint.rstrip("/"), model, temperature, max_tokens]
+        self.chat = search_agent.endpoint_chat(endpoint, model, max_tokens=max_tokens, temperature=temperature)
+        self.cache_dir, self.hits, self.calls = cache_dir, 0, 0
+
+    def __call__(self, messages, sample=0):
+        blob = json.dumps(self.key_parts + [sample, messages], sort_keys=True, ensure_ascii=False)
+        key = hashlib.sha256(blob.encode()).hexdigest()
+        path = os.path.join(self.cache_dir, key[:2], key + ".json")
+        if os.path.isfile(path):
+            self.hits += 1
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["reply"]
+        reply = self.chat(messages)  # raises on HTTP failure or a reply without choices[0].message
+        if not isinstance(reply, str):
+            raise ValueError(f"reply content is {type(reply).__name__}, not text")
+        self.calls += 1
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"reply": reply}, f, ensure_ascii=False)
+        os.replace(path + ".tmp", path)  # a half-written entry never counts as cached
+        return reply
+
+    def note(self):
+        return f"endpoint calls {self.calls}, cache hits {self.hits}"
+
+
+def _chat_or_none(args, temperature=0.0):
+    if not getattr(args, "endpoint", None):
+        return None
+    cache = args.cache or os.path.join(os.path.dirname(os.path.abspath(args.out)), ".synth_cache")
+    return CachedChat(args.endpoint, args.model, cache, temperature=temperature, max_tokens=args.max_tokens)
+
+
+def _chat_errors():
+    import requests
+    import search_agent
+    return (search_agent.ToolError, requests.RequestException, KeyError, IndexError, TypeError, ValueError)
+
+
+# -----------------------------------------------------------------------------
+# graph
+
+def graph_cmd(args):
+    dropped = Counter()
+    if args.inp is None:
+        from nanbeige41 import toy_world
+        records = synth.articles_from_world(toy_world.generate_world(args.seed))
+        source = f"the toy world (seed {args.seed})"
+    else:
+        raw = _read(args.inp, "dump")
+        source = f"{args.inp} ({args.format})"
+        if args.format in ("musique", "hotpotqa"):
+            try:
+                records, _ = synth.articles_from_qa(raw, args.format, args.date)
+            except ValueError as e:
+                raise SystemExit(f"data_synth graph: {e}") from None
+        else:
+            records = raw
+    records = _limit(records, args.limit)
+    articles = []
+    try:
+        for r in records:
+            a = synth.check_article(r)
+            a["_source"] = r.get("_source", "<generated>")
+            articles.append(a)
+        graph = synth.build_graph(articles)
+    except ValueError as e:
+        raise SystemExit(f"data_synth graph: {e}") from None
+    n_edges = sum(len(v) for v in graph["edges"].values())
+    entity_edges = sum(o in graph["articles"] for v in graph["edges"].values() for _, o in v)
+    no_edges = sum(not graph["edges"].get(t) for t in graph["articles"])
+    extra = (f"{n_edges} edges ({entity_edges} between articles, {n_edges - entity_edges} to literal values), "
+             f"{len(graph['relation_count'])} relations, {no_edges} articles without outgoing triples; from {source}")
+    _finish("graph", args.out, articles, len(records), dropped, extra,
+            why_empty="The input holds no articles.")
+
+
+# -----------------------------------------------------------------------------
+# heads
+
+def _load_graph(path):
+    articles = _read(path, "graph")
+    try:
+        return synth.build_graph([synth.check_article(a) | {"_source": a["_source"]} for a in articles])
+    except ValueError as e:
+        raise SystemExit(f"data_synth: {e}") from None
+
+
+def heads_cmd(args):
+    graph = _load_graph(args.inp)
+    articles = _limit(list(graph["articles"].values()), args.limit)
+    dates = [datetime.date.fromisoformat(a["last_modified"]) for a in articles]
+    reference = datetime.date.fromisoformat(args.reference_date) if args.reference_date else max(dates)
+    cutoff = synth.months_before(reference, args.months)
+    chat = _chat_or_none(args)
+    dropped, kept, started = Counter(), [], time.monotonic()
+    for i, a in enumerate(articles, 1):
+        date = datetime.date.fromisoformat(a["last_modified"])
+        if date > reference:
+            dropped["after reference date"] += 1
+        elif date < cutoff:
+            dropped["outside time window"] += 1
+        elif not graph["edges"].get(a["title"]):
+            dropped["no outgoing relation"] += 1
+        elif synth.generic_reason(a["title"]):
+            dropped[synth.generic_reason(a["title"])] += 1
+        elif chat is None:
+            kept.append(a)
+        else:
+            try:
+                keep = synth.parse_keep(chat([{"role": "user", "content": synth.HEAD_FILTER_PROMPT.format(
+                    title=a["title"], excerpt=a["text"][:400])}]))
+            except _chat_errors() as e:
+                dropped["endpoint error"] += 1
+                print(f"data_synth heads: {a['title']!r}: endpoint error: {str(e)[:200]}", file=sys.stderr)
+                continue
+            if keep is None:
+                dropped["llm reply unparsable"] += 1
+            elif not keep:
+                dropped["llm: generic"] += 1
+            else:
+                kept.append(a)
+        synth.progress("heads", i, len(articles), started, len(kept))
+    rows = [{"title": a["title"], "last_modified": a["last_modified"], "type": a.get("type"),
+             "n_relations": len(graph["edges"][a["title"]])} for a in kept]
+    extra = f"window {cutoff} .. {reference} ({args.months} months)" + (f"; {chat.note()}" if chat else "")
+    _finish("heads", args.out, rows, len(articles), dropped, extra,
+            why_empty=f"No article was updated between {cutoff} and {reference} and passed the filters; widen "
+                      "--months or set --reference-date.")
+
+
+# -----------------------------------------------------------------------------
+# walks
+
+def walks_cmd(args):
+    graph = _load_graph(args.graph)
+    heads = _limit(_read(args.inp, "heads"), args.limit)
+    rng = random.Random(args.seed)
+    dropped, walks, longest, started = Counter(), [], 0, time.monotonic()
+    for i, h in enumerate(heads, 1):
+        title = h.get("title")
+        if title not in graph["articles"]:
+            raise SystemExit(f"data_synth walks: {h['_source']}: field 'title' {title!r} is not an article of {args.graph}")
+        seen = set()
+        for _ in range(args.walks_per_head):
+            chain, best = synth.random_walk(graph, title, args.hops, rng)
+            longest = max(longest, best)
+            if chain is None:
+                dropped[f"no walk of {args.hops} hops"] += 1
+                break
+            if tuple(chain) in seen:
+                dropped["duplicate walk"] += 1
+                continue
+            seen.add(tuple(chain))
+            arts = graph["articles"]
+            walks.append({"id": f"walk-{len(walks):05d}", "head": title, "hops": args.hops,
+                          "chain": [{"subject": s, "relation": r, "object": o,
+                                     "subject_last_modified": arts[s]["last_modified"],
+                                     "object_last_modified": arts[o]["last_modified"] if o in arts else None}
+                                    for s, r, o in chain]})
+        synth.progress("walks", i, len(heads), started, len(walks))
+    _finish("walks", args.out, walks, len(heads), dropped, f"--hops {args.hops}",
+            why_empty=f"The graph supports walks of at most {longest} hops from these heads under the conditions "
+                      f"(no revisits, no repeated relation); lower --hops.")
+
+
+# -----------------------------------------------------------------------------
+# questions
+
+def questions_cmd(args):
+    graph = _load_graph(args.graph)
+    walks = _limit(_read(args.inp, "walks"), args.limit)
+    rng = random.Random(args.seed)
+    chat = _chat_or_none(args, temperature=0.7)
+    dropped, rows, started = Counter(), [], time.monotonic()
+    for i, w in enumerate(walks, 1):
+        try:
+            chain = [(h["subject"], h["relation"], h["object"]) for h in w["chain"]]
+        except (KeyError, TypeError):
+            raise SystemExit(f"data_synth questions: {w['_source']}: field 'chain' must be a list of "
+                             "{subject, relation, object}") from None
+        if not chain or chain[0][0] not in graph["articles"]:
+            raise SystemExit(f"data_synth questions: {w['_source']}: the walk's head is not an article of {args.graph}")
+        head, answer = chain[0][0], chain[-1][2]
+        description, heads = (synth.describe_head(graph, head, chain, rng) if args.obfuscate else (None, None))
+        template = synth.template_question(description or head, chain)
+        question, source = template, "template"
+        if chat is not None:
+            try:
+                question = synth.parse_question(chat([{"role": "user", "content": synth.question_prompt(graph, chain)}]))
+            except _chat_errors() as e:
+                dropped["endpoint error"] += 1
+                print(f"data_synth questions: {w.get('id')}: endpoint error: {str(e)[:200]}", file=sys.stderr)
+                continue
+            if question is None:
+                dropped["llm reply unparsable"] += 1
+                continue
+            source, heads = "llm", None
+        failed = synth.check_question(graph, question, heads or {head}, chain)
+        if failed:
+            dropped[failed] += 1
+        else:
+            arts = graph["articles"]
+            rows.append({"id": f"q-{len(rows):05d}", "question": question, "answer": answer, "hops": len(chain),
+                         "head": toy_slug(head), "head_title": head, "head_last_modified": arts[head]["last_modified"],
+                         "path": [{"relation": r, "entity": toy_slug(o) if o in arts else None, "title": o}
+                                  for _, r, o in chain],
+                         "source": source, "template_question": template, "obfuscated": description is not None
+                         and source == "template", "walk": w.get("id")})
+        synth.progress("questions", i, len(walks), started, len(rows))
+    n_obf = sum(r["obfuscated"] for r in rows)
+    extra = f"{n_obf} with the head described instead of named" + (f"; {chat.note()}" if chat else "")
+    _finish("questions", args.out, rows, len(walks), dropped, extra,
+            why_empty="Every question failed a check (see the counts): the graph may lack functional relations "
+                      "(answers not unique) or the endpoint's questions leak names.")
+
+
+def toy_slug(title):
+    from nanbeige41.toy_world import slug
+    return slug(title)
+
+
+def world_from_graph(graph):
+    """The graph as the world dict search_agent's LocalWiki searches (ids are slugs, as in the toy world)."""
+    from nanbeige41.toy_world import BASE_URL
+    entities = []
+    for a in graph["articles"].values():
+        eid = toy_slug(a["title"])
+        entities.append({"id": eid, "type": a.get("type", "entity"), "title": a["title"],
+                         "url": a.get("url", BASE_URL + eid), "article": a["text"], "last_modified": a["last_modified"],
+                         "relations": {}, "attributes": {}})
+    return {"entities": entities}
+
+
+# -----------------------------------------------------------------------------
+# trajectories
+
+class _NoCritic:
+    """Trajectories are judged by the `judge` step, not while they are collected."""
+
+    def judge(self, question, turns, gold=None):
+        return [None] * len(turns)
+
+
+def _slim_turn(t):
+    return {"reasoning": t.get("reasoning"), "tool_calls": t.get("tool_calls"), "observations": t.get("observations"),
+            "ok": t.get("ok"), "parse_errors": t.get("parse_errors"), "final_answer": t.get("final_answer")}
+
+
+def trajectories_cmd(args):
+    import search_agent
+    from nanbeige41 import toy_world
+    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+    graph = _load_graph(args.graph)
+    world = world_from_graph(graph)
+    questions = _limit(_read(args.inp, "questions"), args.limit)
+    tokenizer = Tokenizer.from_pretrained(args.tokenizer or toy_tokenizer_path())
+    wiki = search_agent.LocalWiki(world)
+    toolbox = search_agent.Toolbox(wiki, wiki, None)
+    config = search_agent.AgentConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                                      max_context_tokens=args.max_context_tokens)
+    agents = []  # (name, policy factory per question)
+    if args.policy == "scripted":
+        unknown = {h["relation"] for q in questions for h in q.get("path", [])} - set(toy_world.SEARCH_KEYWORDS)
+        if unknown:
+            raise SystemExit(f"data_synth trajectories: the scripted expert knows only the toy world's relations; "
+                             f"these questions use {sorted(unknown)[:5]}. Use --policy endpoint.")
+        agents.append(("scripted", lambda q: search_agent.ScriptedPolicy(search_agent.expert_script(q, world), tokenizer)))
+    elif args.policy == "endpoint":
+        if not args.endpoint:
+            raise SystemExit("data_synth trajectories: --policy endpoint needs --endpoint URL --model NAME")
+        for t in args.temperatures:
+            agents.append((f"endpoint:{args.model}@T{t:g}",
+                           lambda q, t=t: search_agent.EndpointPolicy(args.endpoint, args.model, tokenizer, temperature=t)))
+    else:
+        if not args.ckpt:
+            raise SystemExit("data_synth trajectories: --policy model needs --ckpt DIR")
+        from nanbeige41.model import Transformer
+        model = Transformer.from_pretrained(args.ckpt)
+        for t in args.temperatures:
+            agents.append((f"model@T{t:g}", lambda q, t=t: search_agent.ModelPolicy(model, tokenizer, temperature=t,
+                                                                                    seed=args.seed)))
+    done = set()
+    if args.resume and os.path.isfile(args.out):
+        done = {(r.get("id"), r.get("agent"), r.get("sample")) for r in _read(args.out, "previous output")}
+    dropped, kept, started = Counter(), 0, time.monotonic()
+    total = len(questions) * len(agents) * args.samples
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "a" if args.resume else "w", encoding="utf-8") as f:
+        n = 0
+        for q in questions:
+            for name, make_policy in agents:
+                for sample in range(args.samples):
+                    n += 1
+                    if (q.get("id"), name, sample) in done:
+                        dropped["already in --out (resumed)"] += 1
+                        continue
+                    try:
+                        policy = make_policy(q)
+                    except ValueError as e:  # the scripted expert cannot resolve the gold path with the tools
+                        dropped["expert cannot solve"] += 1
+                        print(f"data_synth trajectories: {q['_source']}: {e}", file=sys.stderr)
+                        continue
+                    rec = search_agent.run_agent(policy, q, tokenizer, toolbox, config, _NoCritic())
+                    if rec["termination"] == "error" and not rec["turns"]:
+                        dropped["policy error"] += 1
+                        print(f"data_synth trajectories: {q.get('id')}: {rec['error']}", file=sys.stderr)
+                        continue
+                    out = {"id": q.get("id"), "agent": name, "sample": sample, "question": q["question"],
+                           "answer": q.get("answer"), "path": q.get("path"), "head": q.get("head"),
+                           "messages": rec["messages"], "tools": toolbox.schemas,
+                           "turns": [_slim_turn(t) for t in rec["turns"]], "final_answer": rec["final_answer"],
+                           "termination": rec["termination"]}
+                    f.write(json.dumps(out, ensure_ascii=False) + "\n")
+                    f.flush()  # each line is complete on disk: --resume after an interruption skips it
+                    kept += 1
+                    synth.progress("trajectories", n, total, started, kept)
+    line = synth.summary("trajectories", len(questions), kept, dropped,
+                         f"{len(agents)} agent configuration(s) x {args.samples} sample(s)")
+    if kept == 0 and not done:
+        os.remove(args.out)
+        raise SystemExit(f"{line}\ndata_synth trajectories: no trajectory collected, {args.out} removed.")
+    print(f"{line} -> {args.out}")
+
+
+# -----------------------------------------------------------------------------
+# judge
+
+def judge_cmd(args):
+    import search_agent
+    records = _limit(_read(args.inp, "trajectories"), args.limit)
+    if args.critic == "llm":
+        chat = _chat_or_none(args)
+        if chat is None:
+            raise SystemExit("data_synth judge: --critic llm needs --endpoint URL --model NAME")
+        critic = search_agent.LLMCritic(chat, threshold=args.threshold)
+    else:
+        chat, critic = None, search_agent.RuleCritic(threshold=args.threshold)
+    dropped, rules, kept, started = Counter(), Counter(), [], time.monotonic()
+    n_turns = n_masked = 0
+    for i, rec in enumerate(records, 1):
+        for field in ("messages", "turns", "question"):
+            if field not in rec:
+                raise SystemExit(f"data_synth judge: {rec['_source']}: field '{field}' missing (a `trajectories` record?)")
+        if rec.get("final_answer") is None:
+            dropped["no final answer"] += 1
+        elif rec.get("answer") is None:
+            dropped["no gold answer"] += 1
+        elif not search_agent.score_answer(rec["final_answer"], rec["answer"], "gaia")["correct"]:
+            dropped["wrong final answer"] += 1
+        else:
+            verdicts = critic.judge(rec["question"], rec["turns"])
+            messages = [dict(m) for m in rec["messages"]]
+            assistant = [m for m in messages if m.get("role") == "assistant"]
+            if len(assistant) != len(rec["turns"]):
+                raise SystemExit(f"data_synth judge: {rec['_source']}: {len(assistant)} assistant messages but "
+                                 f"{len(rec['turns'])} turns")
+            for m, v in zip(assistant, verdicts):
+                m.pop("loss", None)
+                if v is None:
+                    continue
+                n_turns += 1
+                if not v["pass"]:
+                    m["loss"] = False  # stays in the context, out of the loss (nanbeige41/data.py)
+                    n_masked += 1
+                    for d in search_agent.DIMENSIONS:
+                        rules[d] += v[d] < args.threshold
+                    rules["parse error"] += "parse_error" in v
+            kept.append({"messages": messages, "tools": rec.get("tools"), "domain": "search", "id": rec.get("id"),
+                         "answer": rec["answer"], "agent": rec.get("agent"),
+                         "turn_verdicts": [None if v is None else v["pass"] for v in verdicts]})
+        synth.progress("judge", i, len(records), started, len(kept))
+    by_rule = ", ".join(f"{k} {v}" for k, v in rules.items() if v) or "none"
+    extra = (f"turns judged {n_turns}, masked (loss false) {n_masked}; failing dimension counts: {by_rule}"
+             + (f"; {chat.note()}" if chat else ""))
+    _finish("judge", args.out, kept, len(records), dropped, extra,
+            why_empty="No trajectory reached a correct final answer.")
+
+
+# -----------------------------------------------------------------------------
+# code data: code-sft and code-rl-filter
+
+def _load_problems(path, limit):
+    import code_judge
+    problems = []
+    for raw in _limit(_read(path, "problems"), limit):
+        try:
+            p = code_judge.normalize_problem(_strip_source(raw), raw["_source"])
+        except (code_judge.ProblemError, ValueError) as e:
+            raise SystemExit(f"data_synth: {e}") from None
+        p["_source"] = raw["_source"]
+        problems.append(p)
+    return problems
+
+
+def _candidate_texts(args, problems):
+    """{question_id: [assistant text, ...]}: from --candidates (JSONL {question_id, response}), from an endpoint
+    (--n samples each, cached), or from the problems' own `solutions` (the toy set) when neither is given."""
+    from nanbeige41 import toy_code
+    out = {p["question_id"]: [] for p in problems}
+    if args.candidates:
+        for r in _read(args.candidates, "candidates"):
+            text = r.get("response", r.get("code"))
+            if not isinstance(r.get("question_id"), str) or not isinstance(text, str):
+                raise SystemExit(f"data_synth: {r['_source']}: a candidate needs string 'question_id' and 'response'")
+            if r["question_id"] in out:
+                out[r["question_id"]].append(text)
+        return out, f"candidates from {args.candidates}"
+    chat = _chat_or_none(args, temperature=args.temperature)
+    if chat is not None:
+        started = time.monotonic()
+        for i, p in enumerate(problems, 1):
+            prompt = [{"role": "user", "content": toy_code.code_prompt(p)}]
+            for s in range(args.n):
+                try:
+                    out[p["question_id"]].append(chat(prompt, sample=s))
+                except _chat_errors() as e:
+                    print(f"data_synth: {p['question_id']} sample {s}: endpoint error: {str(e)[:200]}", file=sys.stderr)
+            synth.progress("sampling", i, len(problems), started, sum(map(len, out.values())))
+        return out, chat.note()
+    if not all(p.get("solutions") for p in problems):
+        raise SystemExit("data_synth: no --candidates and no --endpoint, and the problems carry no `solutions`")
+    for p in problems:
+        out[p["question_id"]] = [toy_code.response_text(s) for s in p["solutions"]][:args.n]
+    return out, "candidates from the problems' own `solutions`"
+
+
+def _split_response(text):
+    """(reasoning, answer) of an assistant text: '<think>r</think>\\n\\nanswer', or ('', text)."""
+    if "</think>" in text:
+        reasoning, answer = text.split("</think>", 1)
+        return reasoning.replace("<think>", "").strip(), answer.strip()
+    return "", text.strip()
+
+
+def _judge_candidate(problem, text, with_time):
+    """{passed_all, complexity, meets_optimal} of one candidate under code_judge (sandboxed tests; the complexity
+    judge only for programs that pass everything, as in the gated reward)."""
+    import code_judge
+    _, answer = _split_response(text)
+    code = code_judge.extract_code(answer)
+    if not code or not code.strip():
+        return {"passed_all": False, "pass_rate": 0.0, "complexity": None, "meets_optimal": None, "code": None}
+    result = code_judge.judge(problem, code)
+    out = {"passed_all": result["pass_rate"] == 1.0, "pass_rate": result["pass_rate"], "complexity": None,
+           "meets_optimal": None, "code": code}
+    if with_time and out["passed_all"]:
+        c = code_judge.cached_complexity(problem, code, fast=True)
+        out["complexity"], out["meets_optimal"] = c["complexity"], c["meets_optimal"]
+    return out
+
+
+def code_sft_cmd(args):
+    import code_judge
+    from nanbeige41 import toy_code
+    problems = _load_problems(args.inp, args.limit)
+    candidates, source = _candidate_texts(args, problems)
+    dropped, kept, started, n_cand = Counter(), [], time.monotonic(), 0
+    for i, p in enumerate(problems, 1):
+        judged = []
+        for text in candidates[p["question_id"]]:
+            n_cand += 1
+            j = _judge_candidate(p, text, with_time=True)
+            if j["code"] is None:
+                dropped["no code block"] += 1
+            elif not j["passed_all"]:
+                dropped["fails tests"] += 1
+            else:
+                judged.append((text, j))
+        # time-optimal: meets the reference bound when the judge can tell; otherwise the best class among the
+        # passing candidates (paper 2.3.2: "only time-optimal solutions are retained")
+        ranks = [code_judge.CLASS_RANK[j["complexity"]] for _, j in judged if j["complexity"] in code_judge.CLASS_RANK]
+        best = min(ranks) if ranks else None
+        seen = set()
+        for text, j in judged:
+            if j["meets_optimal"] is False:
+                dropped["not time-optimal"] += 1
+            elif j["meets_optimal"] is None and best is not None and code_judge.CLASS_RANK.get(j["complexity"]) != best:
+                dropped["not the best complexity among candidates"] += 1
+            elif j["code"] in seen:
+                dropped["duplicate"] += 1
+            else:
+                seen.add(j["code"])
+                reasoning, answer = _split_response(text)
+                if "```" not in answer:
+                    answer = f"```python\n{answer}\n```"
+                kept.append({"messages": [{"role": "user", "content": toy_code.code_prompt(p)},
+                                          {"role": "assistant", "reasoning_content": reasoning, "content": answer}],
+                             "domain": "code", "problem_id": p["question_id"], "complexity": j["complexity"],
+                             "meets_optimal": j["meets_optimal"]})
+        synth.progress("code-sft", i, len(problems), started, len(kept))
+    _finish("code-sft", args.out, kept, n_cand, dropped, f"{len(problems)} problems; {source}",
+            why_empty="No candidate passed every test with an optimal complexity.")
+
+
+def code_rl_filter_cmd(args):
+    problems = _load_problems(args.inp, args.limit)
+    candidates, source = _candidate_texts(args, problems)
+    dropped, kept, started, ks = Counter(), [], time.monotonic(), Counter()
+    for i, p in enumerate(problems, 1):
+        rollouts = candidates[p["question_id"]][:args.n]
+        if len(rollouts) < args.n:
+            dropped[f"fewer than {args.n} rollouts"] += 1
+            continue
+        # stage code1: success = every test passes; code2: every test passes AND the complexity judge says optimal
+        results = [_judge_candidate(p, text, with_time=args.stage == "code2") for text in rollouts]
+        k = sum(r["passed_all"] and (args.stage == "code1" or r["meets_optimal"] is True) for r in results)
+        ks[k] += 1
+        if k < args.k_min:
+            dropped[f"too hard (k < {args.k_min})"] += 1
+        elif k > args.k_max:
+            dropped[f"too easy (k > {args.k_max})"] += 1
+        else:
+            kept.append({**p, "k": k, "n": args.n, "stage": args.stage})
+        synth.progress("code-rl-filter", i, len(problems), started, len(kept))
+    extra = f"k histogram {dict(sorted(ks.items()))}; {source}"
+    _finish("code-rl-filter", args.out, kept, len(problems), dropped, extra,
+            why_empty=f"No problem had between {args.k_min} and {args.k_max} successes of {args.n}.")
+
+
+# -----------------------------------------------------------------------------
+# refine: solution refinement + CoT reconstruction (paper 2.1.1)
+
+CRITIQUE_PROMPT = """You review an answer for correctness, completeness and clarity.
+Question: {question}
+Answer: {answer}
+List the concrete problems, then end with one line: "verdict: ok" if nothing needs to change, else "verdict: revise"."""
+
+REVISE_PROMPT = """Rewrite the answer so that it fixes every problem the review found. Keep what is right.
+Question: {question}
+Answer: {answer}
+Review: {critique}
+Reply with the new answer only."""
+
+COT_PROMPT = """Here is a question and its final, checked answer. Write the step-by-step reasoning that leads from the question to this answer, as a careful solver would think it through before answering. Do not mention that the answer was given.
+Question: {question}
+Final answer: {answer}
+Reply with the reasoning only."""
+
+
+def parse_review(text):
+    found = re.findall(r"^[\s*_#>-]*verdict[\s*_]*:[\s*_]*(ok|revise)\b", text or "", flags=re.I | re.M)
+    return None if not found else found[-1].lower()
+
+
+def refine_cmd(args):
+    records = _limit(_read(args.inp, "records"), args.limit)
+    chat = _chat_or_none(args, temperature=0.0)
+    if chat is None:
+        raise SystemExit("data_synth refine: needs --endpoint URL --model NAME (an OpenAI-compatible chat API)")
+    dropped, kept, started, rounds = Counter(), [], time.monotonic(), Counter()
+    for i, rec in enumerate(records, 1):
+        if isinstance(rec.get("messages"), list) and rec["messages"] and rec["messages"][-1].get("role") == "assistant":
+            context, answer = rec["messages"][:-1], rec["messages"][-1].get("content")
+        elif isinstance(rec.get("prompt"), str) and isinstance(rec.get("response"), str):
+            context, answer = [{"role": "user", "content": rec["prompt"]}], rec["response"]
+        else:
+            raise SystemExit(f"data_synth refine: {rec['_source']}: needs 'messages' ending in an assistant turn, "
+                             "or string 'prompt' and 'response'")
+        users = [m.get("content") for m in context if m.get("role") == "user"]
+        if not users or not isinstance(answer, str) or not answer.strip():
+            raise SystemExit(f"data_synth refine: {rec['_source']}: no user question or an empty answer")
+        question = users[-1]
+        critiques = []
+        try:
+            for _ in range(args.iterations):  # critique -> revise, N times at most
+                critique = chat([{"role": "user", "content": CRITIQUE_PROMPT.format(question=question, answer=answer)}])
+                verdict = parse_review(critique)
+                if verdict is None:
+                    raise ValueError("the review has no 'verdict: ok|revise' line")
+                critiques.append(critique)
+                if verdict == "ok":
+                    break
+                revised = chat([{"role": "user", "content": REVISE_PROMPT.format(
+                    question=question, answer=answer, critique=critique)}]).strip()
+                if not revised:
+                    raise ValueError("the revision is empty")
+                answer = revised
+            reasoning = chat([{"role": "user", "content": COT_PROMPT.format(question=question, answer=answer)}]).strip()
+            if not reasoning:
+                raise ValueError("the reconstructed reasoning is empty")
+        except _chat_errors() as e:
+            dropped["endpoint error or garbage"] += 1
+            print(f"data_synth refine: {rec['_source']}: {str(e)[:200]}", file=sys.stderr)
+            continue
+        rounds[len(critiques)] += 1
+        kept.append({**{k: v for k, v in rec.items() if k not in ("messages", "prompt", "response")},
+                     "messages": context + [{"role": "assistant", "reasoning_content": reasoning, "content": answer}],
+                     "refine": {"critiques": critiques, "revisions": sum(parse_review(c) == "revise" for c in critiques)}})
+        synth.progress("refine", i, len(records), started, len(kept))
+    _finish("refine", args.out, kept, len(records), dropped,
+            f"critique rounds {dict(sorted(rounds.items()))}; {chat.note()}",
+            why_empty="Every record failed at the endpoint (see the messages above).")
+
+
+# -----------------------------------------------------------------------------
+
+def _temperatures(text):
+    try:
+        values = [float(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"temperatures must be >= 0, got {text!r}")
+    return values
+
+
+def main(argv=None):
+    from nanbeige41.cli import non_negative_int, positive_int
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("toy", help="the shipped toy SFT corpus and toy tokenizer")
@@ -358,9 +1013,78 @@ def main():
     t.add_argument("--n-tool", type=int, default=700)
     t.add_argument("--n-general", type=int, default=800)
     t.add_argument("--vocab-size", type=int, default=4096)
-    args = p.parse_args()
+
+    def command(name, help, inp_help, inp_required=True):
+        c = sub.add_parser(name, help=help)
+        c.add_argument("--in", dest="inp", required=inp_required, help=inp_help)
+        c.add_argument("--out", required=True, help="output JSONL")
+        c.add_argument("--seed", type=int, default=0)
+        c.add_argument("--limit", type=positive_int, help="read only the first LIMIT records")
+        return c
+
+    def llm(c, what):
+        c.add_argument("--endpoint", help=f"OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1): {what}")
+        c.add_argument("--model", default="default", help="model name sent to --endpoint")
+        c.add_argument("--max-tokens", type=positive_int, default=1024)
+        c.add_argument("--cache", help="response cache directory (default: .synth_cache beside --out)")
+
+    c = command("graph", "entity-relation graph as article JSONL", "dump: article JSONL (see nanbeige41/synth.py), "
+                "or MuSiQue / HotpotQA records with --format; default: the toy world", inp_required=False)
+    c.add_argument("--format", choices=["articles", "musique", "hotpotqa"], default="articles")
+    c.add_argument("--date", default="2026-10-31", help="last_modified for MuSiQue/HotpotQA articles (they have none)")
+    c = command("heads", "time-aware head entities with a semantic filter", "graph JSONL (from `graph`)")
+    c.add_argument("--months", type=non_negative_int, default=6, help="keep pages updated in the last MONTHS months")
+    c.add_argument("--reference-date", help="'today' for the window, YYYY-MM-DD (default: the newest last_modified)")
+    llm(c, "the LLM semantic filter (default: rules)")
+    c = command("walks", "conditional random walks from the heads", "heads JSONL (from `heads`)")
+    c.add_argument("--graph", required=True, help="graph JSONL (from `graph`)")
+    c.add_argument("--hops", type=positive_int, default=3)
+    c.add_argument("--walks-per-head", type=positive_int, default=1)
+    c = command("questions", "multi-hop questions from walks, with checks", "walks JSONL (from `walks`)")
+    c.add_argument("--graph", required=True)
+    c.add_argument("--no-obfuscate", dest="obfuscate", action="store_false",
+                   help="name the head entity instead of describing it")
+    llm(c, "write the questions with an LLM (default: templates)")
+    c = command("trajectories", "run the search agent on the questions", "questions JSONL (from `questions`)")
+    c.add_argument("--graph", required=True, help="graph JSONL: the pages the agent's offline search tools read")
+    c.add_argument("--policy", choices=["scripted", "endpoint", "model"], default="scripted")
+    c.add_argument("--ckpt", help="--policy model: HF-format checkpoint directory")
+    c.add_argument("--tokenizer", help="tokenizer directory (default: the toy tokenizer)")
+    c.add_argument("--temperatures", type=_temperatures, default=[0.7], help="one agent configuration per value")
+    c.add_argument("--samples", type=positive_int, default=1, help="trajectories per question per configuration")
+    c.add_argument("--max-turns", type=positive_int, default=30)
+    c.add_argument("--max-new-tokens", type=positive_int, default=256)
+    c.add_argument("--max-context-tokens", type=positive_int, default=4096)
+    c.add_argument("--resume", action="store_true", help="append to --out, skipping records already there")
+    llm(c, "--policy endpoint")
+    c = command("judge", "turn-level critic, answer check, SFT messages with loss flags", "trajectories JSONL")
+    c.add_argument("--critic", choices=["rule", "llm"], default="rule")
+    c.add_argument("--threshold", type=float, default=0.5)
+    llm(c, "--critic llm")
+    for name, help in (("code-sft", "judge-filtered code SFT data"), ("code-rl-filter", "on-policy difficulty filter")):
+        c = command(name, help, "code problems JSONL (LiveCodeBench layout, e.g. data/toy/code_problems.jsonl)")
+        c.add_argument("--candidates", help="JSONL of {question_id, response}: offline candidates / rollouts")
+        c.add_argument("--n", type=positive_int, default=8 if name == "code-rl-filter" else 4,
+                       help="candidates (rollouts) per problem")
+        c.add_argument("--temperature", type=float, default=1.0 if name == "code-rl-filter" else 0.7)
+        llm(c, "sample the candidates")
+        if name == "code-rl-filter":
+            c.add_argument("--stage", choices=["code1", "code2"], default="code1",
+                           help="success: code1 all tests pass; code2 also time-optimal")
+            c.add_argument("--k-min", type=non_negative_int, default=1)
+            c.add_argument("--k-max", type=non_negative_int, default=5)
+    c = command("refine", "critique -> revise -> CoT reconstruction over an endpoint",
+                "JSONL of {messages ending in an assistant turn} or {prompt, response}")
+    c.add_argument("--iterations", type=positive_int, default=2)
+    llm(c, "required")
+    args = p.parse_args(argv)
     if args.command == "toy":
-        toy(args)
+        return toy(args)
+    if getattr(args, "inp", None) is not None and os.path.abspath(args.inp) == os.path.abspath(args.out):
+        p.error("--in and --out are the same file")
+    {"graph": graph_cmd, "heads": heads_cmd, "walks": walks_cmd, "questions": questions_cmd,
+     "trajectories": trajectories_cmd, "judge": judge_cmd, "code-sft": code_sft_cmd,
+     "code-rl-filter": code_rl_filter_cmd, "refine": refine_cmd}[args.command](args)
 
 
 if __name__ == "__main__":
