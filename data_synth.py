@@ -776,10 +776,11 @@ def judge_cmd(args):
 # -----------------------------------------------------------------------------
 # code data: code-sft and code-rl-filter
 
-def _load_problems(path, limit):
+def _load_problems(path, limit, split=None):
     import code_judge
     problems = []
-    for raw in _limit(_read(path, "problems"), limit):
+    rows = [r for r in _read(path, "problems") if split is None or r.get("split", split) == split]
+    for raw in _limit(rows, limit):
         try:
             p = code_judge.normalize_problem(_strip_source(raw), raw["_source"])
         except (code_judge.ProblemError, ValueError) as e:
@@ -849,7 +850,7 @@ def _judge_candidate(problem, text, with_time):
 def code_sft_cmd(args):
     import code_judge
     from nanbeige41 import toy_code
-    problems = _load_problems(args.inp, args.limit)
+    problems = _load_problems(args.inp, args.limit, args.split)
     candidates, source = _candidate_texts(args, problems)
     dropped, kept, started, n_cand = Counter(), [], time.monotonic(), 0
     for i, p in enumerate(problems, 1):
@@ -890,7 +891,7 @@ def code_sft_cmd(args):
 
 
 def code_rl_filter_cmd(args):
-    problems = _load_problems(args.inp, args.limit)
+    problems = _load_problems(args.inp, args.limit, args.split)
     candidates, source = _candidate_texts(args, problems)
     dropped, kept, started, ks = Counter(), [], time.monotonic(), Counter()
     for i, p in enumerate(problems, 1):
@@ -1067,6 +1068,7 @@ def main(argv=None):
         c.add_argument("--n", type=positive_int, default=8 if name == "code-rl-filter" else 4,
                        help="candidates (rollouts) per problem")
         c.add_argument("--temperature", type=float, default=1.0 if name == "code-rl-filter" else 0.7)
+        c.add_argument("--split", help="only problems whose `split` is SPLIT (the toy set: train / test)")
         llm(c, "sample the candidates")
         if name == "code-rl-filter":
             c.add_argument("--stage", choices=["code1", "code2"], default="code1",
