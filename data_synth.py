@@ -598,8 +598,8 @@ def questions_cmd(args):
         else:
             arts = graph["articles"]
             rows.append({"id": f"q-{len(rows):05d}", "question": question, "answer": answer, "hops": len(chain),
-                         "head": toy_slug(head), "head_title": head, "head_last_modified": arts[head]["last_modified"],
-                         "path": [{"relation": r, "entity": toy_slug(o) if o in arts else None, "title": o}
+                         "head": synth.slug(head), "head_title": head, "head_last_modified": arts[head]["last_modified"],
+                         "path": [{"relation": r, "entity": synth.slug(o) if o in arts else None, "title": o}
                                   for _, r, o in chain],
                          "source": source, "template_question": template, "obfuscated": description is not None
                          and source == "template", "walk": w.get("id")})
@@ -609,23 +609,6 @@ def questions_cmd(args):
     _finish("questions", args.out, rows, len(walks), dropped, extra,
             why_empty="Every question failed a check (see the counts): the graph may lack functional relations "
                       "(answers not unique) or the endpoint's questions leak names.")
-
-
-def toy_slug(title):
-    from nanbeige41.toy_world import slug
-    return slug(title)
-
-
-def world_from_graph(graph):
-    """The graph as the world dict search_agent's LocalWiki searches (ids are slugs, as in the toy world)."""
-    from nanbeige41.toy_world import BASE_URL
-    entities = []
-    for a in graph["articles"].values():
-        eid = toy_slug(a["title"])
-        entities.append({"id": eid, "type": a.get("type", "entity"), "title": a["title"],
-                         "url": a.get("url", BASE_URL + eid), "article": a["text"], "last_modified": a["last_modified"],
-                         "relations": {}, "attributes": {}})
-    return {"entities": entities}
 
 
 # -----------------------------------------------------------------------------
@@ -648,7 +631,7 @@ def trajectories_cmd(args):
     from nanbeige41 import toy_world
     from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
     graph = _load_graph(args.graph)
-    world = world_from_graph(graph)
+    world = synth.world_from_graph(graph)
     questions = _limit(_read(args.inp, "questions"), args.limit)
     tokenizer = Tokenizer.from_pretrained(args.tokenizer or toy_tokenizer_path())
     wiki = search_agent.LocalWiki(world)
@@ -918,28 +901,6 @@ def code_rl_filter_cmd(args):
 # -----------------------------------------------------------------------------
 # refine: solution refinement + CoT reconstruction (paper 2.1.1)
 
-CRITIQUE_PROMPT = """You review an answer for correctness, completeness and clarity.
-Question: {question}
-Answer: {answer}
-List the concrete problems, then end with one line: "verdict: ok" if nothing needs to change, else "verdict: revise"."""
-
-REVISE_PROMPT = """Rewrite the answer so that it fixes every problem the review found. Keep what is right.
-Question: {question}
-Answer: {answer}
-Review: {critique}
-Reply with the new answer only."""
-
-COT_PROMPT = """Here is a question and its final, checked answer. Write the step-by-step reasoning that leads from the question to this answer, as a careful solver would think it through before answering. Do not mention that the answer was given.
-Question: {question}
-Final answer: {answer}
-Reply with the reasoning only."""
-
-
-def parse_review(text):
-    found = re.findall(r"^[\s*_#>-]*verdict[\s*_]*:[\s*_]*(ok|revise)\b", text or "", flags=re.I | re.M)
-    return None if not found else found[-1].lower()
-
-
 def refine_cmd(args):
     records = _limit(_read(args.inp, "records"), args.limit)
     chat = _chat_or_none(args, temperature=0.0)
@@ -961,19 +922,19 @@ def refine_cmd(args):
         critiques = []
         try:
             for _ in range(args.iterations):  # critique -> revise, N times at most
-                critique = chat([{"role": "user", "content": CRITIQUE_PROMPT.format(question=question, answer=answer)}])
-                verdict = parse_review(critique)
+                critique = chat([{"role": "user", "content": synth.CRITIQUE_PROMPT.format(question=question, answer=answer)}])
+                verdict = synth.parse_review(critique)
                 if verdict is None:
                     raise ValueError("the review has no 'verdict: ok|revise' line")
                 critiques.append(critique)
                 if verdict == "ok":
                     break
-                revised = chat([{"role": "user", "content": REVISE_PROMPT.format(
+                revised = chat([{"role": "user", "content": synth.REVISE_PROMPT.format(
                     question=question, answer=answer, critique=critique)}]).strip()
                 if not revised:
                     raise ValueError("the revision is empty")
                 answer = revised
-            reasoning = chat([{"role": "user", "content": COT_PROMPT.format(question=question, answer=answer)}]).strip()
+            reasoning = chat([{"role": "user", "content": synth.COT_PROMPT.format(question=question, answer=answer)}]).strip()
             if not reasoning:
                 raise ValueError("the reconstructed reasoning is empty")
         except _chat_errors() as e:
@@ -983,7 +944,7 @@ def refine_cmd(args):
         rounds[len(critiques)] += 1
         kept.append({**{k: v for k, v in rec.items() if k not in ("messages", "prompt", "response")},
                      "messages": context + [{"role": "assistant", "reasoning_content": reasoning, "content": answer}],
-                     "refine": {"critiques": critiques, "revisions": sum(parse_review(c) == "revise" for c in critiques)}})
+                     "refine": {"critiques": critiques, "revisions": sum(synth.parse_review(c) == "revise" for c in critiques)}})
         synth.progress("refine", i, len(records), started, len(kept))
     _finish("refine", args.out, kept, len(records), dropped,
             f"critique rounds {dict(sorted(rounds.items()))}; {chat.note()}",

@@ -26,17 +26,21 @@ import time
 from collections import Counter, defaultdict
 
 from nanbeige41 import toy_world
+from nanbeige41.toy_world import BASE_URL, slug
 
 # -----------------------------------------------------------------------------
 # Progress and counts (every subcommand prints a progress line and a summary)
 
 
-def progress(label, done, total, started, kept, every_s=2.0, _last={}):
+_LAST_PROGRESS = {}  # label -> when its last progress line was printed
+
+
+def progress(label, done, total, started, kept, every_s=2.0):
     """One stderr line with counts, rate and ETA, at most every `every_s` seconds and at the end."""
     now = time.monotonic()
-    if done < total and now - _last.get(label, 0.0) < every_s:
+    if done < total and now - _LAST_PROGRESS.get(label, 0.0) < every_s:
         return
-    _last[label] = now
+    _LAST_PROGRESS[label] = now
     rate = done / max(now - started, 1e-9)
     eta = (total - done) / rate if rate > 0 else 0.0
     print(f"data_synth {label}: {done}/{total} ({100 * done / max(total, 1):.0f}%), kept {kept}, "
@@ -387,3 +391,42 @@ def parse_question(text):
     found = re.findall(r"^\s*question\s*:\s*(.+?)\s*$", text or "", flags=re.I | re.M)
     q = found[-1] if found else ""
     return q if q.endswith("?") and q.count("?") == 1 else None
+
+
+# -----------------------------------------------------------------------------
+# The graph as the offline wiki the search agent's tools read
+
+def world_from_graph(graph):
+    """The graph as the world dict search_agent's LocalWiki searches (ids are slugs, as in the toy world)."""
+    entities = []
+    for a in graph["articles"].values():
+        eid = slug(a["title"])
+        entities.append({"id": eid, "type": a.get("type", "entity"), "title": a["title"],
+                         "url": a.get("url", BASE_URL + eid), "article": a["text"], "last_modified": a["last_modified"],
+                         "relations": {}, "attributes": {}})
+    return {"entities": entities}
+
+
+# -----------------------------------------------------------------------------
+# Solution refinement and CoT reconstruction (paper 2.1.1): prompts and the review's verdict
+
+CRITIQUE_PROMPT = """You review an answer for correctness, completeness and clarity.
+Question: {question}
+Answer: {answer}
+List the concrete problems, then end with one line: "verdict: ok" if nothing needs to change, else "verdict: revise"."""
+
+REVISE_PROMPT = """Rewrite the answer so that it fixes every problem the review found. Keep what is right.
+Question: {question}
+Answer: {answer}
+Review: {critique}
+Reply with the new answer only."""
+
+COT_PROMPT = """Here is a question and its final, checked answer. Write the step-by-step reasoning that leads from the question to this answer, as a careful solver would think it through before answering. Do not mention that the answer was given.
+Question: {question}
+Final answer: {answer}
+Reply with the reasoning only."""
+
+
+def parse_review(text):
+    found = re.findall(r"^[\s*_#>-]*verdict[\s*_]*:[\s*_]*(ok|revise)\b", text or "", flags=re.I | re.M)
+    return None if not found else found[-1].lower()
