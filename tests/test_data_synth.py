@@ -317,8 +317,15 @@ class FakeChat(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         FakeChat.requests.append(body)
         prompt = body["messages"][-1]["content"]
+        message = None
         if FakeChat.garbage:
             reply = None
+        elif "tools" in body:  # the search agent: one search for the question's first word, then an answer
+            reply = "<answer>Vel</answer>" if body["messages"][-1]["role"] == "tool" else ""
+            if not reply:
+                query = json.dumps({"query": body["messages"][1]["content"].split()[0]})
+                message = {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "search", "arguments": query}}]}
         elif prompt.startswith("Is \""):
             title = prompt.split('"')[1]
             reply = "keep: no" if title.startswith("Z") else "Some thoughts.\nkeep: yes"
@@ -339,8 +346,8 @@ class FakeChat(BaseHTTPRequestHandler):
             reply = "<think>\nread and sum\n</think>\n\n```python\nprint(0)\n```"
         else:
             reply = "?"
-        data = (b"not json at all" if reply is None else
-                json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode())
+        message = message or {"role": "assistant", "content": reply}
+        data = (b"not json at all" if reply is None else json.dumps({"choices": [{"message": message}]}).encode())
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -418,3 +425,32 @@ def test_refine_and_code_sampling_against_a_local_server(tmp_path, endpoint, cap
     with pytest.raises(SystemExit, match=r"endpoint error or garbage 2"):
         run("refine", "--in", tmp_path / "r.jsonl", "--out", tmp_path / "o2.jsonl", "--endpoint", endpoint,
             "--cache", tmp_path / "cache3")
+
+
+def test_trajectories_from_an_endpoint_policy_resume_and_judge(tmp_path, endpoint, capsys):
+    arts = [{"title": "Ada", "text": "Ada was born in Kessa.", "last_modified": "2026-05-01",
+             "triples": [["Ada", "born_in", "Kessa"]]},
+            {"title": "Kessa", "text": "Kessa is a city in Vel.", "last_modified": "2026-05-01",
+             "triples": [["Kessa", "located_in", "Vel"]]},
+            {"title": "Vel", "text": "Vel is a country.", "last_modified": "2026-05-01", "triples": []}]
+    write(tmp_path / "g.jsonl", arts)
+    questions = [{"id": "good", "question": "Ada: in which country is her birthplace?", "answer": "Vel"},
+                 {"id": "bad", "question": "Ada: in which city was she born?", "answer": "Kessa"}]
+    write(tmp_path / "q.jsonl", questions)
+    args = ["trajectories", "--in", tmp_path / "q.jsonl", "--graph", tmp_path / "g.jsonl", "--out", tmp_path / "t.jsonl",
+            "--policy", "endpoint", "--endpoint", endpoint, "--model", "m", "--temperatures", "0.2,0.9"]
+    run(*args, "--limit", 1)
+    assert len(read(tmp_path / "t.jsonl")) == 2
+    run(*args, "--resume")  # the first question's two trajectories are on disk already
+    assert "already in --out (resumed) 2" in capsys.readouterr().out
+    trajs = read(tmp_path / "t.jsonl")
+    assert [(t["id"], t["agent"]) for t in trajs] == [("good", "endpoint:m@T0.2"), ("good", "endpoint:m@T0.9"),
+                                                      ("bad", "endpoint:m@T0.2"), ("bad", "endpoint:m@T0.9")]
+    assert sorted({r["temperature"] for r in FakeChat.requests}) == [0.2, 0.9]
+    t = trajs[0]
+    assert [m["role"] for m in t["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert t["messages"][2]["tool_calls"][0]["function"] == {"name": "search", "arguments": {"query": "Ada:"}}
+    assert "Ada" in t["messages"][3]["content"] and t["final_answer"] == "Vel"
+    run("judge", "--in", tmp_path / "t.jsonl", "--out", tmp_path / "sft.jsonl")
+    assert "wrong final answer 2" in capsys.readouterr().out
+    assert [r["id"] for r in read(tmp_path / "sft.jsonl")] == ["good", "good"]
