@@ -68,7 +68,6 @@ import importlib
 import json
 import os
 import random
-import re
 import sys
 import time
 from collections import Counter
@@ -702,7 +701,7 @@ def trajectories_cmd(args):
     done = set()
     if args.resume and os.path.isfile(args.out):
         done = {(r.get("id"), r.get("agent"), r.get("sample")) for r in _read(args.out, "previous output")}
-    dropped, kept, started = Counter(), 0, time.monotonic()
+    dropped, kept, started, terminations = Counter(), 0, time.monotonic(), Counter()
     total = len(questions) * len(agents) * args.samples
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "a" if args.resume else "w", encoding="utf-8") as f:
@@ -733,9 +732,11 @@ def trajectories_cmd(args):
                     f.write(json.dumps(out, ensure_ascii=False) + "\n")
                     f.flush()  # each line is complete on disk: --resume after an interruption skips it
                     kept += 1
+                    terminations[rec["termination"]] += 1
                     synth.progress("trajectories", n, total, started, kept)
     line = synth.summary("trajectories", len(questions), kept, dropped,
-                         f"{len(agents)} agent configuration(s) x {args.samples} sample(s)")
+                         f"{len(agents)} agent configuration(s) x {args.samples} sample(s); "
+                         f"terminations {dict(terminations)}")
     if kept == 0 and not done:
         os.remove(args.out)
         raise SystemExit(f"{line}\ndata_synth trajectories: no trajectory collected, {args.out} removed.")
@@ -962,7 +963,8 @@ def refine_cmd(args):
         critiques = []
         try:
             for _ in range(args.iterations):  # critique -> revise, N times at most
-                critique = chat([{"role": "user", "content": synth.CRITIQUE_PROMPT.format(question=question, answer=answer)}])
+                critique = chat([{"role": "user",
+                                  "content": synth.CRITIQUE_PROMPT.format(question=question, answer=answer)}])
                 verdict = synth.parse_review(critique)
                 if verdict is None:
                     raise ValueError("the review has no 'verdict: ok|revise' line")
@@ -974,7 +976,8 @@ def refine_cmd(args):
                 if not revised:
                     raise ValueError("the revision is empty")
                 answer = revised
-            reasoning = chat([{"role": "user", "content": synth.COT_PROMPT.format(question=question, answer=answer)}]).strip()
+            reasoning = chat([{"role": "user",
+                               "content": synth.COT_PROMPT.format(question=question, answer=answer)}]).strip()
             if not reasoning:
                 raise ValueError("the reconstructed reasoning is empty")
         except _chat_errors() as e:
@@ -984,7 +987,8 @@ def refine_cmd(args):
         rounds[len(critiques)] += 1
         kept.append({**{k: v for k, v in rec.items() if k not in ("messages", "prompt", "response")},
                      "messages": context + [{"role": "assistant", "reasoning_content": reasoning, "content": answer}],
-                     "refine": {"critiques": critiques, "revisions": sum(synth.parse_review(c) == "revise" for c in critiques)}})
+                     "refine": {"critiques": critiques,
+                                "revisions": sum(synth.parse_review(c) == "revise" for c in critiques)}})
         synth.progress("refine", i, len(records), started, len(kept))
     _finish("refine", args.out, kept, len(records), dropped,
             f"critique rounds {dict(sorted(rounds.items()))}; {chat.note()}",

@@ -131,13 +131,15 @@ def articles_from_qa(records, style, date):
                 raise ValueError(f"{source}: a MuSiQue record needs 'paragraphs' and 'question_decomposition' lists")
             by_idx = {}
             for i, p in enumerate(paragraphs):
-                if not isinstance(p, dict) or not isinstance(p.get("title"), str) or not isinstance(p.get("paragraph_text"), str):
+                if not (isinstance(p, dict) and isinstance(p.get("title"), str)
+                        and isinstance(p.get("paragraph_text"), str)):
                     raise _field_error(source, f"paragraphs[{i}]", "needs string 'title' and 'paragraph_text'")
                 by_idx[p.get("idx", i)] = p["title"]
                 pages.setdefault(p["title"], p["paragraph_text"])
             answers = []
             for i, step in enumerate(steps):
-                if not isinstance(step, dict) or not isinstance(step.get("question"), str) or not isinstance(step.get("answer"), str):
+                if not (isinstance(step, dict) and isinstance(step.get("question"), str)
+                        and isinstance(step.get("answer"), str)):
                     raise _field_error(source, f"question_decomposition[{i}]", "needs string 'question' and 'answer'")
                 ref = re.search(r"#(\d+)", step["question"])
                 if ref and 1 <= int(ref.group(1)) <= len(answers):
@@ -324,7 +326,8 @@ def describe_head(graph, head, chain, rng):
             continue
         if _is_year(o):
             lo = int(o) // 10 * 10
-            features.append((f"{r.replace('_', ' ')}: {lo}-{lo + 9}", r, lambda v, lo=lo: _is_year(v) and lo <= int(v) <= lo + 9))
+            in_decade = lambda v, lo=lo: _is_year(v) and lo <= int(v) <= lo + 9  # noqa: E731
+            features.append((f"{r.replace('_', ' ')}: {lo}-{lo + 9}", r, in_decade))
         elif o in graph["articles"]:
             features.append((f"{r.replace('_', ' ')}: {o}", r, lambda v, o=o: v == o))
     rng.shuffle(features)

@@ -4,7 +4,6 @@ step against a small OpenAI-chat server on 127.0.0.1. Properties are checked aga
 this file's own graph walking, not with the code under test."""
 import json
 import os
-import random
 import threading
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
