@@ -325,6 +325,8 @@ class FakeChat(BaseHTTPRequestHandler):
                 query = json.dumps({"query": body["messages"][1]["content"].split()[0]})
                 message = {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "c1", "type": "function", "function": {"name": "search", "arguments": query}}]}
+        elif prompt.startswith("You are a strict critic"):
+            reply = "logical_soundness: 9\ntool_call_accuracy: 10\ninformation_gain: 2\nverdict: fail"
         elif prompt.startswith("Is \""):
             title = prompt.split('"')[1]
             reply = "keep: no" if title.startswith("Z") else "Some thoughts.\nkeep: yes"
@@ -453,3 +455,9 @@ def test_trajectories_from_an_endpoint_policy_resume_and_judge(tmp_path, endpoin
     run("judge", "--in", tmp_path / "t.jsonl", "--out", tmp_path / "sft.jsonl")
     assert "wrong final answer 2" in capsys.readouterr().out
     assert [r["id"] for r in read(tmp_path / "sft.jsonl")] == ["good", "good"]
+    # the LLM critic fails the search turn of each (information gain 2/10): out of the loss, the answer stays in
+    run("judge", "--in", tmp_path / "t.jsonl", "--out", tmp_path / "sft2.jsonl", "--critic", "llm",
+        "--endpoint", endpoint, "--cache", tmp_path / "cache")
+    assert "masked (loss false) 2; failing dimension counts: information_gain 2" in capsys.readouterr().out
+    for r in read(tmp_path / "sft2.jsonl"):
+        assert [m.get("loss", True) for m in r["messages"] if m["role"] == "assistant"] == [False, True]
