@@ -217,12 +217,6 @@ def months_before(date, months):
     return datetime.date(y, m + 1, min(date.day, calendar.monthrange(y, m + 1)[1]))
 
 
-def in_window(last_modified, reference_date, months):
-    """The paper's "updated within the past six months": cutoff <= last_modified <= reference date, both inclusive."""
-    date = datetime.date.fromisoformat(last_modified)
-    return months_before(reference_date, months) <= date <= reference_date
-
-
 def generic_reason(title):
     """Rule-based semantic filter: why `title` is not a specific entity worth asking about, or None."""
     t = title.strip()

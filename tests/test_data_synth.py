@@ -222,6 +222,16 @@ def test_a_question_that_names_its_answer_is_rejected():
     graph = synth.build_graph(arts + [{"title": "Bo", "text": "", "last_modified": "2026-05-01",
                                        "triples": [["Ada", "knows", "12000"]]}])
     assert synth.check_question(graph, "What is the population of the birthplace of Ada?", {"Ada"}, chain) == "shortcut edge"
+    # Ada -r1-> B -r2-> C -r3-> D, and also Ada -r2-> X -r3-> D: the first hop can be left out (no shortcut edge)
+    triples = [["Ada", "r1", "B"], ["B", "r2", "C"], ["C", "r3", "D"], ["Ada", "r2", "X"], ["X", "r3", "D"]]
+    graph = synth.build_graph([{"title": t, "text": "", "last_modified": "2026-05-01",
+                                "triples": [x for x in triples if x[0] == t]} for t in ("Ada", "B", "C", "D", "X")])
+    chain = [tuple(t) for t in triples[:3]]
+    assert synth.check_question(graph, "What is the r3 of the r2 of the r1 of Ada?", {"Ada"}, chain) == "hop not necessary"
+    triples += [["B", "r2", "C2"], ["C2", "r3", "E"]]  # B has two r2 objects: the chain no longer fixes the answer
+    graph = synth.build_graph([{"title": t, "text": "", "last_modified": "2026-05-01",
+                                "triples": [x for x in triples if x[0] == t]} for t in ("Ada", "B", "C", "D", "X", "C2")])
+    assert synth.check_question(graph, "What is the r3 of the r2 of the r1 of Ada?", {"Ada"}, chain) == "answer not unique"
 
 
 # ----------------------------------------------------------------------------- trajectories and judge
