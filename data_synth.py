@@ -54,11 +54,9 @@ LLM steps go through search_agent.endpoint_chat (retries with back-off, $OPENAI_
 by sha256 of the request, so a rerun after an interruption pays only for what it had not asked yet.
 
 Not covered / departures: the scripted expert reads the gold path (head included), so on an obfuscated question its
-first search names the head the question only describes -- real trajectories need a model or an endpoint; code-sft
-and code-rl-filter sample from an endpoint or read files, an in-process checkpoint is served through an
-OpenAI-compatible server rather than loaded here; endpoint trajectories resume per record (--resume), not per
-response; HotpotQA gives links without relation names (`mentions` edges); dumps have no time context for MuSiQue /
-HotpotQA (one --date for all).
+first search names the head the question only describes -- real trajectories need a model or an endpoint; endpoint
+trajectories resume per record (--resume), not per response; HotpotQA gives links without relation names (`mentions`
+edges); MuSiQue / HotpotQA have no time context (one --date for all).
 """
 
 import argparse
@@ -815,8 +813,8 @@ def _load_problems(path, limit, split=None):
 
 
 def _candidate_texts(args, problems):
-    """{question_id: [assistant text, ...]}: from --candidates (JSONL {question_id, response}), from an endpoint
-    (--n samples each, cached), or from the problems' own `solutions` (the toy set) when neither is given."""
+    """{question_id: [assistant text, ...]}: from --candidates (JSONL {question_id, response}), a checkpoint (--ckpt)
+    or an endpoint (--n samples each; endpoint replies cached), else the problems' own `solutions` (the toy set)."""
     from nanbeige41 import toy_code
     out = {p["question_id"]: [] for p in problems}
     if args.candidates:
@@ -827,6 +825,8 @@ def _candidate_texts(args, problems):
             if r["question_id"] in out:
                 out[r["question_id"]].append(text)
         return out, f"candidates from {args.candidates}"
+    if args.ckpt:
+        return _sample_from_checkpoint(args, problems, out)
     chat = _chat_or_none(args, temperature=args.temperature)
     if chat is not None:
         started = time.monotonic()
@@ -840,10 +840,34 @@ def _candidate_texts(args, problems):
             synth.progress("sampling", i, len(problems), started, sum(map(len, out.values())))
         return out, chat.note()
     if not all(p.get("solutions") for p in problems):
-        raise SystemExit("data_synth: no --candidates and no --endpoint, and the problems carry no `solutions`")
+        raise SystemExit("data_synth: no --candidates, --ckpt or --endpoint, and the problems carry no `solutions`")
     for p in problems:
         out[p["question_id"]] = [toy_code.response_text(s) for s in p["solutions"]][:args.n]
     return out, "candidates from the problems' own `solutions`"
+
+
+def _sample_from_checkpoint(args, problems, out):
+    """--n samples per problem from an in-process checkpoint (nanbeige41.generate), decoded after the generation
+    prompt: the text the model writes ("<think>..." first), as GRPO's code stages score it."""
+    from nanbeige41 import toy_code
+    from nanbeige41.checkpoint import CheckpointError, check_hf_checkpoint
+    from nanbeige41.generate import generate
+    from nanbeige41.model import Transformer
+    tok_dir = args.tokenizer or args.ckpt
+    try:
+        _, tok = check_hf_checkpoint(args.ckpt, tokenizer_dir=tok_dir)
+    except CheckpointError as e:
+        raise SystemExit(f"data_synth: --ckpt {e}") from None
+    model = Transformer.from_pretrained(args.ckpt)
+    started = time.monotonic()
+    for i, p in enumerate(problems, 1):
+        prompt = tok.encode(tok.render([{"role": "user", "content": toy_code.code_prompt(p)}], add_generation_prompt=True))
+        gens = generate(model, [prompt] * args.n, args.max_tokens, temperature=args.temperature,
+                        eos_ids=[tok.im_end_id], seed=args.seed * 100003 + i)
+        end = tok.decode([tok.im_end_id])
+        out[p["question_id"]] = [tok.decode(g["tokens"]).split(end)[0] for g in gens]
+        synth.progress("sampling", i, len(problems), started, sum(map(len, out.values())))
+    return out, f"{args.n} samples per problem from {args.ckpt} at T={args.temperature:g}"
 
 
 def _split_response(text):
@@ -1074,6 +1098,8 @@ def main(argv=None):
                        help="candidates (rollouts) per problem")
         c.add_argument("--temperature", type=float, default=1.0 if name == "code-rl-filter" else 0.7)
         c.add_argument("--split", help="only problems whose `split` is SPLIT (the toy set: train / test)")
+        c.add_argument("--ckpt", help="sample the candidates from this HF-format checkpoint (in-process)")
+        c.add_argument("--tokenizer", help="with --ckpt: tokenizer directory (default: the checkpoint's)")
         llm(c, "sample the candidates")
         if name == "code-rl-filter":
             c.add_argument("--stage", choices=["code1", "code2"], default="code1",

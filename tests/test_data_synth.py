@@ -471,3 +471,22 @@ def test_trajectories_from_an_endpoint_policy_resume_and_judge(tmp_path, endpoin
     assert "masked (loss false) 2; failing dimension counts: information_gain 2" in capsys.readouterr().out
     for r in read(tmp_path / "sft2.jsonl"):
         assert [m.get("loss", True) for m in r["messages"] if m["role"] == "assistant"] == [False, True]
+
+
+def test_code_candidates_sampled_from_a_checkpoint(tmp_path, capsys):
+    import torch
+    from nanbeige41.model import ModelConfig, Transformer
+    from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+    tok = Tokenizer.from_pretrained(toy_tokenizer_path())
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("toy", vocab_size=len(tok), num_hidden_layers=1))
+    model.init_weights()
+    model.save_pretrained(tmp_path / "ckpt")
+    tok.save_pretrained(tmp_path / "ckpt")
+    write(tmp_path / "p.jsonl", [_toy_problem_with_two_solutions()])
+    # an untrained model writes no program: every one of the 3 samples is dropped, and the run says so
+    with pytest.raises(SystemExit, match=r"(?s)read 3, kept 0; dropped: .*3 samples per problem from .*ckpt.*nothing kept"):
+        run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", tmp_path / "ckpt",
+            "--n", 3, "--max-tokens", 8)
+    with pytest.raises(SystemExit, match=r"--ckpt .*nowhere"):
+        run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", tmp_path / "nowhere")
