@@ -480,7 +480,7 @@ def graph_cmd(args):
         records = synth.articles_from_world(toy_world.generate_world(args.seed))
         source = f"the toy world (seed {args.seed})"
     else:
-        raw = _read(args.inp, "dump")
+        raw = _limit(_read(args.inp, "dump"), args.limit)  # --limit counts input records (QA records or articles)
         source = f"{args.inp} ({args.format})"
         if args.format in ("musique", "hotpotqa"):
             try:
@@ -489,7 +489,7 @@ def graph_cmd(args):
                 raise SystemExit(f"data_synth graph: {e}") from None
         else:
             records = raw
-    records = _limit(records, args.limit)
+    records = _limit(records, args.limit) if args.inp is None else records
     articles = []
     try:
         for r in records:
@@ -670,7 +670,14 @@ def trajectories_cmd(args):
     graph = _load_graph(args.graph)
     world = synth.world_from_graph(graph)
     questions = _limit(_read(args.inp, "questions"), args.limit)
-    tokenizer = Tokenizer.from_pretrained(args.tokenizer or toy_tokenizer_path())
+    for q in questions:
+        if not isinstance(q.get("question"), str) or not q["question"].strip():
+            raise SystemExit(f"data_synth trajectories: {q['_source']}: field 'question' must be a non-empty string")
+        if args.policy == "scripted" and not (isinstance(q.get("path"), list) and q.get("head")):
+            raise SystemExit(f"data_synth trajectories: {q['_source']}: the scripted expert follows a gold path: "
+                             "fields 'head' and 'path' needed (a `questions` row)")
+    tok_dir = args.tokenizer or (args.ckpt if args.policy == "model" and args.ckpt else None) or toy_tokenizer_path()
+    tokenizer = Tokenizer.from_pretrained(tok_dir)
     wiki = search_agent.LocalWiki(world)
     toolbox = search_agent.Toolbox(wiki, wiki, None)
     config = search_agent.AgentConfig(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
@@ -681,21 +688,23 @@ def trajectories_cmd(args):
         if unknown:
             raise SystemExit(f"data_synth trajectories: the scripted expert knows only the toy world's relations; "
                              f"these questions use {sorted(unknown)[:5]}. Use --policy endpoint.")
-        agents.append(("scripted", lambda q: search_agent.ScriptedPolicy(search_agent.expert_script(q, world), tokenizer)))
+        agents.append(("scripted", lambda q, sample: search_agent.ScriptedPolicy(search_agent.expert_script(q, world),
+                                                                                  tokenizer)))
     elif args.policy == "endpoint":
         if not args.endpoint:
             raise SystemExit("data_synth trajectories: --policy endpoint needs --endpoint URL --model NAME")
         for t in args.temperatures:
             agents.append((f"endpoint:{args.model}@T{t:g}",
-                           lambda q, t=t: search_agent.EndpointPolicy(args.endpoint, args.model, tokenizer, temperature=t)))
+                           lambda q, sample, t=t: search_agent.EndpointPolicy(args.endpoint, args.model, tokenizer,
+                                                                              temperature=t)))
     else:
         if not args.ckpt:
             raise SystemExit("data_synth trajectories: --policy model needs --ckpt DIR")
         from nanbeige41.model import Transformer
         model = Transformer.from_pretrained(args.ckpt)
-        for t in args.temperatures:
-            agents.append((f"model@T{t:g}", lambda q, t=t: search_agent.ModelPolicy(model, tokenizer, temperature=t,
-                                                                                    seed=args.seed)))
+        for t in args.temperatures:  # a seed per (question, sample): samples of one question differ
+            agents.append((f"model@T{t:g}", lambda q, sample, t=t: search_agent.ModelPolicy(
+                model, tokenizer, temperature=t, seed=args.seed * 1000003 + q["_index"] * 1009 + sample)))
     done = set()
     if args.resume and os.path.isfile(args.out):
         done = {(r.get("id"), r.get("agent"), r.get("sample")) for r in _read(args.out, "previous output")}
@@ -704,7 +713,8 @@ def trajectories_cmd(args):
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "a" if args.resume else "w", encoding="utf-8") as f:
         n = 0
-        for q in questions:
+        for index, q in enumerate(questions):
+            q["_index"] = index
             for name, make_policy in agents:
                 for sample in range(args.samples):
                     n += 1
@@ -712,7 +722,7 @@ def trajectories_cmd(args):
                         dropped["already in --out (resumed)"] += 1
                         continue
                     try:
-                        policy = make_policy(q)
+                        policy = make_policy(q, sample)
                     except ValueError as e:  # the scripted expert cannot resolve the gold path with the tools
                         dropped["expert cannot solve"] += 1
                         print(f"data_synth trajectories: {q['_source']}: {e}", file=sys.stderr)

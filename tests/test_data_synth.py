@@ -473,7 +473,8 @@ def test_trajectories_from_an_endpoint_policy_resume_and_judge(tmp_path, endpoin
         assert [m.get("loss", True) for m in r["messages"] if m["role"] == "assistant"] == [False, True]
 
 
-def test_code_candidates_sampled_from_a_checkpoint(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def untrained_ckpt(tmp_path_factory):
     import torch
     from nanbeige41.model import ModelConfig, Transformer
     from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
@@ -481,12 +482,29 @@ def test_code_candidates_sampled_from_a_checkpoint(tmp_path, capsys):
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset("toy", vocab_size=len(tok), num_hidden_layers=1))
     model.init_weights()
-    model.save_pretrained(tmp_path / "ckpt")
-    tok.save_pretrained(tmp_path / "ckpt")
+    path = tmp_path_factory.mktemp("ckpt")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def test_trajectories_from_an_in_process_model(toy, tmp_path, untrained_ckpt, capsys):
+    run("trajectories", "--in", toy / "questions.jsonl", "--graph", toy / "graph.jsonl", "--out", tmp_path / "t.jsonl",
+        "--policy", "model", "--ckpt", untrained_ckpt, "--temperatures", "1.0", "--samples", 2, "--limit", 1,
+        "--max-turns", 2, "--max-new-tokens", 8)
+    trajs = read(tmp_path / "t.jsonl")
+    assert [(t["agent"], t["sample"]) for t in trajs] == [("model@T1", 0), ("model@T1", 1)]
+    first = [[m for m in t["messages"] if m["role"] == "assistant"][0] for t in trajs]
+    assert first[0] != first[1]  # the two samples of one question are drawn with different seeds
+    with pytest.raises(SystemExit, match=r"(?s)no final answer 2.*nothing kept"):
+        run("judge", "--in", tmp_path / "t.jsonl", "--out", tmp_path / "sft.jsonl")
+
+
+def test_code_candidates_sampled_from_a_checkpoint(tmp_path, untrained_ckpt, capsys):
     write(tmp_path / "p.jsonl", [_toy_problem_with_two_solutions()])
     # an untrained model writes no program: every one of the 3 samples is dropped, and the run says so
-    with pytest.raises(SystemExit, match=r"(?s)read 3, kept 0; dropped: .*3 samples per problem from .*ckpt.*nothing kept"):
-        run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", tmp_path / "ckpt",
+    with pytest.raises(SystemExit, match=r"(?s)read 3, kept 0; dropped: .*3 samples per problem from .*nothing kept"):
+        run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", untrained_ckpt,
             "--n", 3, "--max-tokens", 8)
     with pytest.raises(SystemExit, match=r"--ckpt .*nowhere"):
         run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", tmp_path / "nowhere")
