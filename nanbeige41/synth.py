@@ -105,7 +105,10 @@ def articles_from_world(world):
 
 
 def _musique_relation(sub_question):
-    """'Who is the spouse of #1?' -> 'spouse'; 'When was #2 founded?' -> 'founded' (a regex, see the docstring)."""
+    """'Green >> performer' -> 'performer' (MuSiQue's Wikidata-style steps); 'Who is the spouse of #1?' -> 'spouse';
+    'When was #2 founded?' -> 'founded' (a regex, see the module docstring)."""
+    if ">>" in sub_question:
+        return "_".join(sub_question.split(">>", 1)[1].lower().split()) or "related_to"
     r = re.sub(r"#\d+", " ", sub_question.lower()).replace("?", " ")
     r = re.sub(r"^\s*(who|what|which|when|where|how|in which|in what)(\s+\w+)?\s+(is|was|are|were|did|does|do|has|had)"
                r"(\s+the)?\s+", "", r)
