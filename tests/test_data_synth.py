@@ -508,3 +508,15 @@ def test_code_candidates_sampled_from_a_checkpoint(tmp_path, untrained_ckpt, cap
             "--n", 3, "--max-tokens", 8)
     with pytest.raises(SystemExit, match=r"--ckpt .*nowhere"):
         run("code-sft", "--in", tmp_path / "p.jsonl", "--out", tmp_path / "o.jsonl", "--ckpt", tmp_path / "nowhere")
+
+
+def test_the_shipped_musique_style_sample_runs_to_three_hop_questions(tmp_path):
+    sample = os.path.join(REPO, "data", "synth_samples", "musique_style.jsonl")
+    run("graph", "--in", sample, "--format", "musique", "--date", "2026-09-01", "--out", tmp_path / "g.jsonl")
+    run("heads", "--in", tmp_path / "g.jsonl", "--out", tmp_path / "h.jsonl")
+    run("walks", "--in", tmp_path / "h.jsonl", "--graph", tmp_path / "g.jsonl", "--out", tmp_path / "w.jsonl", "--hops", 3)
+    run("questions", "--in", tmp_path / "w.jsonl", "--graph", tmp_path / "g.jsonl", "--out", tmp_path / "q.jsonl")
+    got = {(q["head_title"], q["answer"]) for q in read(tmp_path / "q.jsonl")}
+    # book -> author -> birthplace -> county, two books of Hemingway's among them
+    assert got == {("The Old Man and the Sea", "Cook County"), ("A Farewell to Arms", "Cook County"),
+                   ("Pride and Prejudice", "Hampshire"), ("On the Origin of Species", "Shropshire")}
