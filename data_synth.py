@@ -828,13 +828,16 @@ def _candidate_texts(args, problems):
     from nanbeige41 import toy_code
     out = {p["question_id"]: [] for p in problems}
     if args.candidates:
+        unknown = 0
         for r in _read(args.candidates, "candidates"):
             text = r.get("response", r.get("code"))
             if not isinstance(r.get("question_id"), str) or not isinstance(text, str):
                 raise SystemExit(f"data_synth: {r['_source']}: a candidate needs string 'question_id' and 'response'")
             if r["question_id"] in out:
                 out[r["question_id"]].append(text)
-        return out, f"candidates from {args.candidates}"
+            else:
+                unknown += 1
+        return out, f"candidates from {args.candidates} ({unknown} for problems not read, ignored)"
     if args.ckpt:
         return _sample_from_checkpoint(args, problems, out)
     chat = _chat_or_none(args, temperature=args.temperature)
