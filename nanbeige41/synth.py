@@ -311,30 +311,39 @@ def _is_year(value):
     return bool(re.fullmatch(r"1\d{3}|20\d{2}", value))
 
 
+def _feature(relation, obj):
+    """What a description may say about a subject's edge: the object itself, or a year as its decade (a range)."""
+    return (relation, "decade", int(obj) // 10 * 10) if _is_year(obj) else (relation, obj)
+
+
 def describe_head(graph, head, chain, rng):
     """Obfuscation: a description of `head` that fits it alone in the graph, from its year attributes as a decade
     range ("birth year: 1950-1959": dates become ranges) and its other relations (not to a node of the chain).
     Returns (description, matching heads) or (None, None) when no combination of at most two is unique."""
-    article = graph["articles"][head]
+    if "by_feature" not in graph:  # subjects per feature and per type, built once per graph
+        graph["by_feature"], graph["by_type"] = defaultdict(set), defaultdict(set)
+        for s, out in graph["edges"].items():
+            for r, o in out:
+                graph["by_feature"][_feature(r, o)].add(s)
+        for t, a in graph["articles"].items():
+            graph["by_type"][a.get("type", "entity")].add(t)
     chain_nodes = {head} | {o for _, _, o in chain}
     features = []
     for r, o in graph["edges"].get(head, []):
-        if o in chain_nodes or r in {rel for _, rel, _ in chain}:
+        if o in chain_nodes or r in {rel for _, rel, _ in chain} or not (_is_year(o) or o in graph["articles"]):
             continue
-        if _is_year(o):
-            lo = int(o) // 10 * 10
-            in_decade = lambda v, lo=lo: _is_year(v) and lo <= int(v) <= lo + 9  # noqa: E731
-            features.append((f"{r.replace('_', ' ')}: {lo}-{lo + 9}", r, in_decade))
-        elif o in graph["articles"]:
-            features.append((f"{r.replace('_', ' ')}: {o}", r, lambda v, o=o: v == o))
+        key = _feature(r, o)
+        text = f"{r.replace('_', ' ')}: " + (f"{key[2]}-{key[2] + 9}" if len(key) == 3 else o)
+        features.append((text, key))
     rng.shuffle(features)
-    kind = article.get("type", "entity")
+    kind = graph["articles"][head].get("type", "entity")
     candidates = [[f] for f in features] + [[f, g] for i, f in enumerate(features) for g in features[i + 1:]]
     for combo in candidates:
-        matches = {t for t, a in graph["articles"].items() if a.get("type", "entity") == kind
-                   and all(any(r == rel and test(o) for r, o in graph["edges"].get(t, [])) for _, rel, test in combo)}
+        matches = set(graph["by_type"][kind])
+        for _, key in combo:
+            matches &= graph["by_feature"][key]
         if matches == {head}:
-            return f"the {kind} ({'; '.join(text for text, _, _ in combo)})", matches
+            return f"the {kind} ({'; '.join(text for text, _ in combo)})", matches
     return None, None
 
 
