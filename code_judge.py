@@ -540,7 +540,8 @@ def code_reward(problem, text, *, stage="code2", truncated=False, require_think=
     code = extract_code(answer, lang) if ("```" in answer or not require_think) else None
     if code is None or not code.strip():
         result = {"passed": 0, "total": len(all_tests(problem)), "pass_rate": 0.0,
-                  "verdicts": ["CE"] * len(all_tests(problem)), "sandbox": sandbox_features(isolation_backend(isolation)),
+                  "verdicts": ["CE"] * len(all_tests(problem)),
+                  "sandbox": sandbox_features(isolation_backend(isolation)),
                   "details": ["no code block found"]}
     else:
         result = judge(problem, code, lang=lang, limits=limits, isolation=isolation,
@@ -589,7 +590,8 @@ def main(argv=None):
     p.add_argument("--fast", action="store_true", help="fast complexity setting (few sizes, 2 reps)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON line")
     # Sandbox
-    p.add_argument("--test-time-s", type=positive_float, default=Limits.time_s, help="wall clock per test case in the sandbox")
+    p.add_argument("--test-time-s", type=positive_float, default=Limits.time_s,
+                   help="wall clock per test case in the sandbox")
     p.add_argument("--memory-mb", type=positive_int, default=Limits.memory_mb)
     p.add_argument("--float-tol", type=non_negative_float, default=0.0, help="relative tolerance for float tokens")
     p.add_argument("--require-full-isolation", action="store_true", help="refuse to run without namespaces")

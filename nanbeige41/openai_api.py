@@ -8,6 +8,7 @@ network call of the project uses (search and reader backends too).
 - `endpoint_chat(base_url, model)`: a function messages -> reply text, what judges, critics and data synthesis
   take; `openai_messages`: this project's messages in the OpenAI wire format (tool-call ids paired).
 """
+import hashlib
 import json
 import os
 import time
@@ -84,3 +85,36 @@ def openai_messages(messages):
         else:
             out.append({"role": m["role"], "content": m["content"]})
     return out
+
+
+class CachedChat:
+    """endpoint_chat (OpenAI-compatible, retries with back-off, key from $OPENAI_API_KEY) behind an
+    on-disk cache keyed by sha256 of the request (endpoint, model, temperature, max_tokens, sample index,
+    messages), so an interrupted or repeated run pays only for requests it has not made yet (that is how the
+    LLM-backed steps resume). `sample` tells apart several samples of the same prompt."""
+
+    def __init__(self, endpoint, model, cache_dir, temperature=0.0, max_tokens=1024):
+        self.key_parts = [endpoint.rstrip("/"), model, temperature, max_tokens]
+        self.chat = endpoint_chat(endpoint, model, max_tokens=max_tokens, temperature=temperature)
+        self.cache_dir, self.hits, self.calls = cache_dir, 0, 0
+
+    def __call__(self, messages, sample=0):
+        blob = json.dumps(self.key_parts + [sample, messages], sort_keys=True, ensure_ascii=False)
+        key = hashlib.sha256(blob.encode()).hexdigest()
+        path = os.path.join(self.cache_dir, key[:2], key + ".json")
+        if os.path.isfile(path):
+            self.hits += 1
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)["reply"]
+        reply = self.chat(messages)  # raises on HTTP failure or a reply without choices[0].message
+        if not isinstance(reply, str):
+            raise ValueError(f"reply content is {type(reply).__name__}, not text")
+        self.calls += 1
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"reply": reply}, f, ensure_ascii=False)
+        os.replace(path + ".tmp", path)  # a half-written entry never counts as cached
+        return reply
+
+    def note(self):
+        return f"endpoint calls {self.calls}, cache hits {self.hits}"
