@@ -237,6 +237,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
         self.v_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
         self.o_proj = nn.Linear(self.nh * self.hd, h, bias=False)
+        # set from outside by nanbeige41/context_parallel.py (Ulysses): attention of this rank's share of a row
+        self.context_parallel = None
 
     def forward(self, x, cos, sin, mask, layer, cache):
         B, T, _ = x.shape
@@ -249,7 +251,9 @@ class Attention(nn.Module):
         # GQA: each KV head serves nh/nkv query heads; SDPA broadcasts them (enable_gqa) instead of
         # copying K/V nh/nkv times, which in decoding would copy the whole cache every step
         gqa = self.nkv != self.nh
-        if isinstance(mask, tuple):  # document spans (packed rows, CPU)
+        if self.context_parallel is not None and cache is None:  # the row is split over ranks: see context_parallel
+            y = self.context_parallel(q, k, v)
+        elif isinstance(mask, tuple):  # document spans (packed rows, CPU)
             y = varlen_attention(q, k, v, mask, gqa)
         elif mask is not None and not isinstance(mask, torch.Tensor):  # flex BlockMask (GPU packed path)
             y = _flex_attention(q, k, v, block_mask=mask, enable_gqa=gqa)

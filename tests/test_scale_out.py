@@ -1,0 +1,51 @@
+"""Scale-out (issue 17) on CPU processes: Ulysses context parallelism, FSDP2 GRPO trajectories, DCP checkpoints that
+change world size, the memory planner. The multi-process checks run workers under `torchrun --nproc_per_node 2`
+(gloo); each worker asserts its own comparisons and prints the measured errors."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nanbeige41.context_parallel import check_degree, head_tail_order, valid_degrees
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def torchrun(script, *args, nproc=2):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONFAULTHANDLER="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+           os.path.join(REPO, "tests", script), *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert r.returncode == 0, f"{script} {args} failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    return r.stdout
+
+
+def test_ulysses_degrees_for_the_3b_heads():
+    assert valid_degrees(20, 4) == [1, 2, 4, 20]
+    check_degree(20, 4, 2)
+    check_degree(20, 4, 4)
+    with pytest.raises(ValueError, match="degree 8 does not divide the 20 query heads.*valid degrees.*1, 2, 4, 20"):
+        check_degree(20, 4, 8)
+    with pytest.raises(ValueError, match="neither divides the 4 KV heads"):
+        check_degree(20, 4, 10)
+
+
+def test_head_tail_layout_balances_causal_work():
+    order = head_tail_order(16, 2)
+    assert order.tolist() == [0, 1, 2, 3, 12, 13, 14, 15, 4, 5, 6, 7, 8, 9, 10, 11]
+    # causal work of token t is t + 1 keys: both ranks get the same total
+    work = [sum(int(t) + 1 for t in order[r * 8:(r + 1) * 8]) for r in range(2)]
+    assert work[0] == work[1]
+    with pytest.raises(ValueError, match="divisible by 2 \\* degree"):
+        head_tail_order(18, 2)
+
+
+def test_ulysses_attention_and_model_gradients_equal_single_rank():
+    """A packed row (documents crossing the shard boundaries) split over 2 ranks: attention outputs and q/k/v
+    gradients equal the single-rank ones (also with the KV head repeated, nkv < degree), and a whole FSDP-sharded
+    2-layer model with activation checkpointing gives the single-rank loss and parameter gradients."""
+    out = torchrun("cp_worker.py")
+    assert "attention nh=4 nkv=2" in out and "attention nh=4 nkv=1" in out and "model: loss" in out
