@@ -115,8 +115,9 @@ def load_optimizer_state(model, optimizer, state):
 
 def save_hf(model, tokenizer, path, dtype=None):
     """The model (gathered if sharded) in the HF layout + the tokenizer, into `path`, which may already hold other
-    files (the run's metrics). dtype: cast the weights (torch.bfloat16 for a release: half the bytes). Files are written to `path/.tmp-hf` and moved in one by one with os.replace, so each
-    file is either the old or the new version. Collective when sharded; rank 0 writes."""
+    files (the run's metrics). dtype: cast the weights (torch.bfloat16 for a release: half the bytes). Files are
+    written to `path/.tmp-hf` and moved in one by one with os.replace, so each file is either the old or the new
+    version. Collective when sharded; rank 0 writes."""
     state = full_state_dict(model)
     if dtype is not None:
         state = {k: v.to(dtype) for k, v in state.items()}

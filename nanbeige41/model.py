@@ -21,6 +21,7 @@ What this file covers:
 Parallelism (FSDP2) is applied from outside, by nanbeige41/distributed.py.
 """
 
+import contextlib
 import json
 import math
 import os
@@ -300,6 +301,17 @@ class Decoder(nn.Module):
 _flex_attention = None  # compiled lazily on first GPU use
 
 
+def training_attention_kernels(device):
+    """Context for the blocks of a training forward. On CUDA, SDPA may use the flash, memory-efficient and cuDNN
+    kernels only: where none applies (e.g. unsupported dtype or mask) PyTorch would otherwise fall back *silently* to
+    the math kernel, which materialises the (T, T) scores (O(T^2) memory: ~320 GiB for a 64k-token row); without it
+    the call raises, naming why each kernel was rejected. CPU: unchanged (the math kernel is the CPU's own path)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
+
+
 def _packed_block_mask(position_ids):
     """flex_attention BlockMask for packed rows (GPU path): same document and causal."""
     global _flex_attention
@@ -365,11 +377,13 @@ class Transformer(nn.Module):
             mask = document_spans(position_ids)
         cos, sin = rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta)
         x = self.model.embed_tokens(input_ids)  # (B, T, H)
-        for i, block in enumerate(self.model.layers):
-            if self.gradient_checkpointing and self.training and cache is None:
-                x = checkpoint(block, x, cos, sin, mask, use_reentrant=False)
-            else:
-                x = block(x, cos, sin, mask, i, cache)
+        training = self.training and cache is None
+        with training_attention_kernels(input_ids.device) if training else contextlib.nullcontext():
+            for i, block in enumerate(self.model.layers):
+                if self.gradient_checkpointing and training:
+                    x = checkpoint(block, x, cos, sin, mask, use_reentrant=False)
+                else:
+                    x = block(x, cos, sin, mask, i, cache)
         if cache is not None:
             cache.advance(T)
         x = self.model.norm(x)

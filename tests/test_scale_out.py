@@ -50,7 +50,7 @@ def test_ulysses_attention_and_model_gradients_equal_single_rank():
     """A packed row (documents crossing the shard boundaries) split over 2 ranks: attention outputs and q/k/v
     gradients equal the single-rank ones (also with the KV head repeated, nkv < degree), and a whole FSDP-sharded
     2-layer model with activation checkpointing gives the single-rank loss and parameter gradients."""
-    out = torchrun("cp_worker.py")
+    out = torchrun("scale_out_worker.py", "cp")
     assert "attention nh=4 nkv=2" in out and "attention nh=4 nkv=1" in out and "model: loss" in out
 
 
@@ -112,3 +112,10 @@ def test_grpo_fsdp_trajectory_equals_one_process(tmp_path):
             assert abs(a[key] - b[key]) <= 1e-5 * max(abs(a[key]), 1e-3), (key, a, b)
     for a, b in zip(one["params"], two["params"]):  # per-tensor sums; measured up to 4.3e-6
         assert abs(a - b) <= 2e-5 * max(abs(a), 1.0), (a, b)
+
+
+def test_fsdp_mixed_precision_bf16_compute_fp32_master():
+    """The GPU policy (bf16 parameters in forward/backward, fp32 reduce), tried on CPU with gloo: blocks compute with
+    bf16 weights, parameters and gradients stay fp32, loss and gradients are near the fp32 run's (and not equal)."""
+    out = torchrun("scale_out_worker.py", "mp")
+    assert "mixed precision: loss rel error" in out
