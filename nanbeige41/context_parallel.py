@@ -173,3 +173,18 @@ class Ulysses:
             self.set_positions(position_ids)
         model.register_forward_pre_hook(gather_positions, with_kwargs=True)
         return model
+
+
+def setup(config, degree):
+    """The trainers' entry point: (Ulysses or None, data-parallel rank, data-parallel size) for a job whose
+    consecutive groups of `degree` ranks each split one row (ranks 0..d-1 the first, d..2d-1 the next, ...; put
+    them on one node: the all-to-all is the traffic that wants NVLink). degree 1: no context parallelism."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    check_degree(config.num_attention_heads, config.num_key_value_heads, degree)
+    if world % degree:
+        raise ValueError(f"context-parallel degree {degree} does not divide the {world} ranks")
+    if degree == 1:
+        return None, rank, world
+    group, _ = dist.new_subgroups(group_size=degree)
+    return Ulysses(config, group), rank // degree, world // degree

@@ -3,7 +3,8 @@
     dcp_worker.py run OUT      steps 1-4 of a tiny packed-SFT model (AdamW), a sharded (DCP) checkpoint after step 2,
                                a bf16 HF export at the end; OUT/losses.json
     dcp_worker.py resume OUT   load the newest checkpoint of OUT (written at any world size), steps 3-4;
-                               OUT/resume_losses_{world}.json ("weights-only": the same without the optimizer state)
+                               OUT/resume_losses_{world}.json, and weights-only_losses_{world}.json: the same from
+                               the weights alone with a fresh optimizer (the control)
 
 Each step trains on the same global batch of 4 packed rows at any world size (each rank takes its rows; the loss is
 divided by the global count of loss tokens), as train_sft.py does."""
@@ -71,16 +72,21 @@ def main(mode, out):
         losses += [train_step(model, optimizer, s, world) for s in (3, 4)]
         ckpt.save_hf(model, None, os.path.join(out, "hf_bf16"), dtype=torch.bfloat16)
         ckpt.save_hf(model, None, os.path.join(out, "hf_fp32"))
-        name = "losses.json"
-    else:  # "resume", or "weights-only": the control that shows the AdamW state matters to step 4's loss
-        state = ckpt.load_checkpoint(ckpt.latest_checkpoint(out), model, optimizer if mode == "resume" else None)
+        results = {"losses.json": losses}
+    else:
+        state = ckpt.load_checkpoint(ckpt.latest_checkpoint(out), model, optimizer)
         assert state["step"] == 2, state
-        losses = [train_step(model, optimizer, s, world) for s in (3, 4)]
-        name = f"{mode}_losses_{world.world_size}.json"
-    if world.is_main:
-        with open(os.path.join(out, name), "w") as f:
-            json.dump(dict(world_size=world.world_size, losses=losses), f)
-    D.print0(f"{mode} at world {world.world_size}: losses {losses}")
+        results = {f"resume_losses_{world.world_size}.json": [train_step(model, optimizer, s, world) for s in (3, 4)]}
+        # the control: weights alone, a fresh AdamW (its state is what step 4's loss depends on)
+        model, optimizer = build(world)
+        ckpt.load_checkpoint(ckpt.latest_checkpoint(out), model, None)
+        results[f"weights-only_losses_{world.world_size}.json"] = [train_step(model, optimizer, s, world)
+                                                                   for s in (3, 4)]
+    for name, losses in results.items():
+        if world.is_main:
+            with open(os.path.join(out, name), "w") as f:
+                json.dump(dict(world_size=world.world_size, losses=losses), f)
+        D.print0(f"{mode} at world {world.world_size}: {name} {losses}")
 
 
 main(sys.argv[1], sys.argv[2])
