@@ -61,7 +61,8 @@ from nanbeige41 import rl_envs
 from nanbeige41.checkpoint import (CheckpointError, check_hf_checkpoint, latest_checkpoint, load_checkpoint,
                                    save_checkpoint, save_hf)
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
-from nanbeige41.distributed import all_reduce_max, all_reduce_sum, cleanup, is_sharded, parallelize, print0, setup
+from nanbeige41.distributed import (all_reduce_max, all_reduce_sum, cleanup, is_sharded, mixed_precision_policy,
+                                    parallelize, print0, setup)
 from nanbeige41.generate import generate
 from nanbeige41.losses import token_logprobs
 from nanbeige41.model import Transformer
@@ -556,17 +557,21 @@ def run(args, world, env=None):
     os.makedirs(args.out, exist_ok=True)
     log = print0
     tokenizer = Tokenizer.from_pretrained(args.init)
-    model = Transformer.from_pretrained(args.init).to(device)
+    # fp32 master weights: a bf16 release checkpoint would otherwise be trained in bf16 (updates rounded away)
+    model = Transformer.from_pretrained(args.init, dtype=torch.float32).to(device)
     max_seq = args.max_seq_len or model.config.max_position_embeddings
     rollout_model = model
     if world.world_size > 1:  # shard the policy; generate with a plain, synced per-rank copy
         rollout_model = Transformer.from_pretrained(args.init).to(device).eval()
-        parallelize(model, activation_checkpointing=args.grad_checkpointing)
+        parallelize(model, activation_checkpointing=args.grad_checkpointing,
+                    mp_policy=mixed_precision_policy(device))  # bf16 compute + fp32 reduce on GPU
     else:
         model.gradient_checkpointing = args.grad_checkpointing
     ref_model = None
     if args.kl_coef > 0:
         ref_model = Transformer.from_pretrained(args.init).to(device).eval().requires_grad_(False)
+        if world.world_size > 1:  # sharded like the policy: no full frozen replica per rank
+            parallelize(ref_model, mp_policy=mixed_precision_policy(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
                                   betas=(0.9, 0.999), fused=not is_sharded(model))  # fused: ~4x on CPU
     if env is None:
