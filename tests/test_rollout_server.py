@@ -61,7 +61,7 @@ def test_importance_ratio_is_one_at_step_zero(served):
         new, _ = packed_logprobs(model, samples, temperature=0.8)
     ratios = [math.exp(float(lp) - old) for s, lps in zip(samples, new) for lp, old in zip(lps, s.old_logprobs)]
     assert len(ratios) == sum(len(o["tokens"]) for o in outs) > 10
-    assert max(abs(r - 1) for r in ratios) < 1e-4, ratios  # measured: ~1e-6
+    assert max(abs(r - 1) for r in ratios) < 1e-5, ratios  # measured: 4.8e-7 (fp32, cached vs packed)
 
 
 def test_weight_push_changes_what_the_server_generates(served):
