@@ -43,6 +43,7 @@ from nanbeige41 import checkpoint as ckpt
 from nanbeige41 import context_parallel
 from nanbeige41 import data as sftdata
 from nanbeige41 import distributed as D
+from nanbeige41 import plan
 from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.losses import chunked_cross_entropy
 from nanbeige41.model import ModelConfig, Transformer
@@ -417,8 +418,11 @@ while step < args.max_steps:
     eta = (time.time() - t_start) / steps_timed * (args.max_steps - step)
     record = dict(step=step, stage=stage["name"], seq_len=stage["seq_len"], loss=loss, lr=lr, grad_norm=grad_norm,
                   tokens=tokens_seen, step_tokens=real, loss_tokens=n_global, tok_per_s=real / dt,
+                  peak_mem_gib=(plan.peak_memory_bytes(device) or 0) / 2**30,  # this rank's (rank 0's in the log)
                   packing_efficiency=real / (len(rows) * stage["seq_len"]),
                   mixture={d: round(v[0], 4) for d, v in stream.realised().items()}, time=time.time())
+    if on_gpu:  # an estimate: attention FLOPs as if each row were one document (nanbeige41/plan.py)
+        record["mfu"] = plan.mfu(config, stage["seq_len"], real / dt / world)
     if not finite:
         record["skipped"] = True
         print0(f"step {step}: non-finite loss {loss} / grad norm {grad_norm}: step skipped "

@@ -22,10 +22,10 @@ tokens), attention runs on whole sequences for nh / degree heads, and a second a
 - Heads: each rank takes nh / degree query heads and the KV heads they read. Valid degrees divide nh and either
   divide nkv or are a multiple of it (then each KV head is repeated degree / nkv times before the exchange). For the
   3b model (20 query heads, 4 KV heads): 1, 2, 4 or 20; 8 is not (`check_degree` says why).
-- Gradients: the all-to-all is differentiable (its backward is the reverse all-to-all): all_to_all_single_autograd of
-  torch.distributed._functional_collectives, the replacement of the deprecated torch.distributed.nn.functional
-  all_to_all_single; both work on gloo, so the same code trains on CPU processes and GPUs. The loss of each rank covers its
-  own tokens, divided by the global token count, and gradients are summed over all ranks (FSDP over the flattened
+- Gradients: the all-to-all is differentiable (its backward is the reverse all-to-all): all_to_all_single_autograd
+  of torch.distributed._functional_collectives, the replacement of the deprecated torch.distributed.nn.functional
+  all_to_all_single; both work on gloo, so the same code trains on CPU processes and GPUs. The loss of each rank
+  covers its own tokens, divided by the global token count, and gradients are summed over all ranks (FSDP over the flattened
   data x context ranks with sum reduction, distributed.parallelize): nothing else changes in the trainer.
 
 Not covered: PyTorch's own `torch.distributed.tensor.experimental.context_parallel` (ring attention over SDPA) is the

@@ -133,6 +133,26 @@ def flops_per_token(c, seq_len, causal_fraction=0.5):
     return 6 * matmul, attention
 
 
+def peak_memory_bytes(device):
+    """This process's peak memory so far: the CUDA allocator's peak on GPU, the peak resident size (VmHWM) on
+    Linux CPU (None elsewhere). The trainers log it beside the planner's estimate."""
+    import torch
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+def mfu(c, seq_len, tokens_per_second_per_gpu, peak_tflops=H100_BF16_TFLOPS):
+    """Model-FLOPs utilisation of a measured throughput, attention counted as one document per row (an upper
+    bound of the attention work of packed rows, so of the MFU too)."""
+    dense, attention = flops_per_token(c, seq_len)
+    return tokens_per_second_per_gpu * (dense + attention) / (peak_tflops * 1e12)
+
+
 def propose(c, seq_len, gpus, gpu_mem_gib, stage="sft", tokens_per_step=None, **grpo):
     """The first layout that fits, in order of preference: the smallest context-parallel degree (the all-to-all is
     communication on the critical path), without checkpointing if that fits, then the most rows per micro-step.
@@ -185,8 +205,9 @@ def main(argv=None):
     if args.stage == "grpo":
         grpo = dict(rollout_batch=args.rollout_batch, rollout_len=args.rollout_len or args.seq_len)
     n = param_counts(c)[0]
+    degrees = valid_degrees(c.num_attention_heads, c.num_key_value_heads)
     print(f"{args.config}: {n / 1e9:.2f}B parameters, {c.num_hidden_layers} layers, {c.num_attention_heads} query / "
-          f"{c.num_key_value_heads} KV heads (Ulysses degrees {valid_degrees(c.num_attention_heads, c.num_key_value_heads)}); "
+          f"{c.num_key_value_heads} KV heads (Ulysses degrees {degrees}); "
           f"{args.stage} at {args.seq_len} tokens on {args.gpus} x {args.gpu_mem:g} GiB")
     # the two reference points: no context parallelism, with and without checkpointing
     for ckpt in (False, True):

@@ -96,7 +96,8 @@ def make_server(ckpt, host="127.0.0.1", port=0, device="cpu"):
 
         def do_GET(self):
             if self.path == "/v1/models":
-                return self._reply(200, dict(object="list", data=[dict(id="policy", object="model", root=state["path"])]))
+                models = [dict(id="policy", object="model", root=state["path"])]
+                return self._reply(200, dict(object="list", data=models))
             self._reply(404, dict(error=f"no route {self.path}"))
 
         def do_POST(self):

@@ -46,8 +46,9 @@ def check_attention(nh, nkv):
     ulysses.set_positions(positions[:, idx])
     y = ulysses(ql, kl, vl)
     (y * w[:, :, idx]).sum().backward()
-    errors = dict(out=float((y - y_ref[:, :, idx]).abs().max()), dq=float((ql.grad - q.grad[:, :, idx]).abs().max()),
-                  dk=float((kl.grad - k.grad[:, :, idx]).abs().max()), dv=float((vl.grad - v.grad[:, :, idx]).abs().max()))
+    errors = dict(out=float((y - y_ref[:, :, idx]).abs().max()))
+    for name, local, full in (("dq", ql, q), ("dk", kl, k), ("dv", vl, v)):
+        errors[name] = float((local.grad - full.grad[:, :, idx]).abs().max())
     print0(f"attention nh={nh} nkv={nkv}: " + " ".join(f"{k} {e:.2e}" for k, e in errors.items()))
     assert all(e < TOL for e in errors.values()), errors
 
@@ -113,7 +114,8 @@ def check_mixed_precision():
     total = loss.detach().clone()
     torch.distributed.all_reduce(total)
     assert seen == [torch.bfloat16], seen  # computed with bf16 weights ...
-    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())  # ... fp32 master
+    # ... with fp32 master weights and gradients
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
     with torch.no_grad():
         loss_ref = float(ref(ids, head_fn=lambda h, w: chunked_cross_entropy(h, w, targets, mask, 16)[0]))
     rel_loss = abs(float(total) - loss_ref) / loss_ref

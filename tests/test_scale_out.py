@@ -13,7 +13,7 @@ import torch
 
 from nanbeige41.context_parallel import check_degree, head_tail_order, valid_degrees
 from nanbeige41.model import Transformer
-from test_distributed import corpus  # noqa: F401  (the module-scoped toy corpus fixture)
+from test_distributed import corpus  # noqa: F401, F811  (the module-scoped toy corpus fixture)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
