@@ -134,6 +134,7 @@ def test_train_sft_context_parallel_and_sharded_checkpoints(corpus, tmp_path):
     for a, b in zip(one, two):  # measured: losses within 6e-8, gradient norms within 8e-6 relative
         assert close(a["loss"], b["loss"]) and close(a["grad_norm"], b["grad_norm"]), (a, b)
         assert a["loss_tokens"] == b["loss_tokens"] and a.get("eval_loss", 0) == pytest.approx(b.get("eval_loss", 0))
+        assert 0 < b["peak_mem_gib"] < 4  # rank 0's peak resident memory, logged every step
     assert os.path.isfile(tmp_path / "cp" / "checkpoints" / "step_00000002" / "dcp" / ".metadata")
     shutil.rmtree(tmp_path / "cp" / "checkpoints" / "step_00000004")
     r = run([sys.executable, os.path.join(REPO, "train_sft.py"), *args(corpus, tmp_path / "cp", "--resume")])
