@@ -509,6 +509,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-items", type=positive_int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
     p.add_argument("--save-every", type=positive_int, default=10)
     p.add_argument("--keep", type=non_negative_int, default=2)
+    p.add_argument("--sharded-checkpoints", action="store_true",
+                   help="checkpoints through torch.distributed.checkpoint (each rank writes its shards; resumable at "
+                        "any world size) instead of gathered HF weights + optimizer.pt")
     args = p.parse_args(argv)
     if args.group_size < 2:  # one rollout has no group to be compared with: its advantage is 0 (or 0/0 with the std)
         p.error(f"argument --group-size: expected an integer >= 2, got {args.group_size}")
@@ -710,7 +713,8 @@ def run(args, world, env=None):
 
         if step % args.save_every == 0 or step == args.max_steps:
             trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage}
-            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep)
+            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep,
+                            sharded=args.sharded_checkpoints)
     save_hf(model, tokenizer, args.out)  # the next stage's --init
     log(f"done: {args.out} ({(time.time() - t_start) / 60:.1f} min)")
 

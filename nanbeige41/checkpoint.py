@@ -141,7 +141,7 @@ def save_sharded(path, model, optimizer):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
     model_state, optim_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path, no_dist=not dist.is_initialized())
 
 
 def load_sharded(path, model, optimizer=None):
@@ -154,7 +154,7 @@ def load_sharded(path, model, optimizer=None):
     else:
         model_state, optim_state = get_state_dict(model, optimizer)  # initialises the AdamW state to load into
         state = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=path)
+    dcp.load(state, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer if optimizer is not None else [], model_state_dict=state["model"],
                    optim_state_dict=state.get("optim", {}))
 

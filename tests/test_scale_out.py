@@ -204,3 +204,28 @@ def test_plan_for_3b_at_256k(capsys):
     out = capsys.readouterr().out
     assert "data-parallel 16 x context-parallel 4" in out and "activation checkpointing on" in out
     assert "21.0 dense 6N + 64.4 attention" in out
+
+
+@pytest.mark.slow
+def test_train_grpo_resumes_exactly_from_a_sharded_checkpoint(tmp_path):
+    """train_grpo --sharded-checkpoints: the DCP checkpoint of step 2 resumes into the same steps 3-4 as an
+    uninterrupted run (test_grpo.test_resume_continues_exactly, with DCP instead of gathered files)."""
+    import train_grpo
+    from nanbeige41.distributed import Dist
+    from test_grpo import _metrics, _run_args, _synthetic_env, _toy_init
+    init, tok = _toy_init(tmp_path)
+    for name in ("full", "part"):
+        (tmp_path / name).mkdir()
+        args = _run_args(tmp_path / name, init, max_steps=4 if name == "full" else 2)
+        args.sharded_checkpoints = True
+        train_grpo.run(args, Dist(), env=_synthetic_env(tok))
+    assert os.path.isfile(tmp_path / "part" / "run" / "checkpoints" / "step_00000002" / "dcp" / ".metadata")
+    args = _run_args(tmp_path / "part", init, max_steps=4)
+    args.resume = args.sharded_checkpoints = True
+    train_grpo.run(args, Dist(), env=_synthetic_env(tok))
+    a = _metrics(tmp_path / "full" / "run" / "metrics.jsonl")
+    b = _metrics(tmp_path / "part" / "run" / "metrics.jsonl")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a[2:], b[2:]):
+        for k in ("reward_mean", "reward_std", "response_len", "clip_frac", "entropy"):
+            assert ra[k] == pytest.approx(rb[k], rel=1e-6, abs=1e-9), (k, ra[k], rb[k])
