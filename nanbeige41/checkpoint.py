@@ -40,6 +40,7 @@ import json
 import os
 import random
 import shutil
+import warnings
 import zipfile
 
 import numpy as np
@@ -141,7 +142,9 @@ def save_sharded(path, model, optimizer):
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
     model_state, optim_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path, no_dist=not dist.is_initialized())
+    with warnings.catch_warnings():  # one process: DCP warns that it "assumes" what no_dist already says
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path, no_dist=not dist.is_initialized())
 
 
 def load_sharded(path, model, optimizer=None):
@@ -154,7 +157,9 @@ def load_sharded(path, model, optimizer=None):
     else:
         model_state, optim_state = get_state_dict(model, optimizer)  # initialises the AdamW state to load into
         state = {"model": model_state, "optim": optim_state}
-    dcp.load(state, checkpoint_id=path, no_dist=not dist.is_initialized())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(state, checkpoint_id=path, no_dist=not dist.is_initialized())
     set_state_dict(model, optimizer if optimizer is not None else [], model_state_dict=state["model"],
                    optim_state_dict=state.get("optim", {}))
 
