@@ -74,8 +74,8 @@ from nanbeige41.checkpoint import (CheckpointError, check_hf_checkpoint, latest_
                                    save_checkpoint, save_hf, truncate_metrics)
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.data import read_jsonl
-from nanbeige41.distributed import (all_gather_list, all_reduce_max, all_reduce_sum, cleanup, is_sharded, parallelize,
-                                    print0, setup, sync_rollout_model)
+from nanbeige41.distributed import (all_gather_list, all_reduce_max, all_reduce_sum, cleanup, is_sharded,
+                                    mixed_precision_policy, parallelize, print0, setup, sync_rollout_model)
 from nanbeige41.generate import generate
 from nanbeige41.losses import packed_logprobs
 from nanbeige41.model import Transformer
@@ -657,6 +657,9 @@ def parse_args(argv=None):
     p.add_argument("--eval-items", type=positive_int, default=None, help="held-out items per evaluation (toy: 64; agent: 16)")
     p.add_argument("--save-every", type=positive_int, default=10)
     p.add_argument("--keep-checkpoints", type=non_negative_int, default=2)
+    p.add_argument("--sharded-checkpoints", action="store_true",
+                   help="checkpoints through torch.distributed.checkpoint (each rank writes its shards; resumable at "
+                        "any world size) instead of gathered HF weights + optimizer.pt")
     args = p.parse_args(argv)
     if args.group_size < 2:  # one rollout has no group to be compared with: its advantage is 0 (or 0/0 with the std)
         p.error(f"argument --group-size: expected an integer >= 2, got {args.group_size}")
@@ -696,15 +699,19 @@ def run(args, world, env=None):
     os.makedirs(args.out, exist_ok=True)
     log = print0
     tokenizer = Tokenizer.from_pretrained(args.init)
-    model = Transformer.from_pretrained(args.init).to(device)
+    # fp32 master weights: a bf16 release checkpoint would otherwise be trained in bf16 (updates rounded away)
+    model = Transformer.from_pretrained(args.init, dtype=torch.float32).to(device)
     max_seq = args.max_seq_len or model.config.max_position_embeddings
     rollout_model = model
     if world.world_size > 1:  # shard the policy; generate with a plain, synced per-rank copy
         rollout_model = Transformer.from_pretrained(args.init).to(device).eval()
-    parallelize(model, activation_checkpointing=args.activation_checkpointing)  # FSDP2 only with a process group
+    parallelize(model, activation_checkpointing=args.activation_checkpointing,  # FSDP2 only with a process group
+                mp_policy=mixed_precision_policy(device))  # bf16 compute + fp32 reduce on GPU
     ref_model = None
     if args.kl_coef > 0:
         ref_model = Transformer.from_pretrained(args.init).to(device).eval().requires_grad_(False)
+        if world.world_size > 1:  # sharded like the policy: no full frozen replica per rank
+            parallelize(ref_model, mp_policy=mixed_precision_policy(device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
                                   betas=(0.9, 0.999), fused=not is_sharded(model))  # fused: ~4x on CPU
     if env is None:
@@ -845,7 +852,8 @@ def run(args, world, env=None):
 
         if step % args.save_every == 0 or step == args.max_steps:
             trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage}
-            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep_checkpoints)
+            save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep_checkpoints,
+                            sharded=args.sharded_checkpoints)
     save_hf(model, tokenizer, args.out)  # the next stage's --init
     log(f"done: {args.out} ({(time.time() - t_start) / 60:.1f} min)")
 

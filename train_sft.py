@@ -40,9 +40,11 @@ import time
 import torch
 
 from nanbeige41 import checkpoint as ckpt
+from nanbeige41 import context_parallel
 from nanbeige41 import paths
 from nanbeige41 import data as sftdata
 from nanbeige41 import distributed as D
+from nanbeige41 import plan
 from nanbeige41.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from nanbeige41.losses import chunked_cross_entropy
 from nanbeige41.model import ModelConfig, Transformer
@@ -83,6 +85,8 @@ p.add_argument("--num-layers", type=positive_int, default=None)
 p.add_argument("--num-heads", type=positive_int, default=None)
 p.add_argument("--num-kv-heads", type=positive_int, default=None)
 p.add_argument("--activation-checkpointing", action="store_true", help="recompute each block in backward")
+p.add_argument("--cp", type=positive_int, default=1,
+               help="context-parallel degree: consecutive ranks that split each row (Ulysses all-to-all)")
 # Data
 p.add_argument("--data", nargs="+", default=None,
                help="JSONL paths or name:path:weight entries (default: the shipped toy corpus)")
@@ -113,6 +117,9 @@ p.add_argument("--out", required=True, help="run directory")
 p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --out")
 p.add_argument("--save-every", type=positive_int, default=None)
 p.add_argument("--keep-checkpoints", type=non_negative_int, default=2)
+p.add_argument("--sharded-checkpoints", action="store_true",
+               help="checkpoints through torch.distributed.checkpoint (every rank writes its shards; resumable at any "
+                    "world size) instead of gathered HF weights + optimizer.pt")
 p.add_argument("--eval-every", type=non_negative_int, default=None)
 p.add_argument("--quiet", action="store_true", help="no per-step progress line (metrics.jsonl is still written)")
 args = p.parse_args()
@@ -198,14 +205,19 @@ ends, total = [], 0
 for i, s in enumerate(stages):
     total = args.max_steps if i == len(stages) - 1 else total + round(args.max_steps * s["share"])
     ends.append(total)
+if world % args.cp:
+    sys.exit(f"train_sft: --cp {args.cp} does not divide the {world} ranks")
+dp_world = world // args.cp  # data-parallel ranks: each group of --cp ranks shares its rows, split by token
 for s, end in zip(stages, ends):
     s["end"] = end
     s["rows"] = max(1, args.batch_tokens // s["seq_len"])  # global rows per optimizer step
-    per_rank = s["rows"] // world
+    per_rank = s["rows"] // dp_world
     micro = max(1, (args.micro_batch_tokens or per_rank * s["seq_len"]) // s["seq_len"])
-    if s["rows"] % world or per_rank % micro:
-        sys.exit(f"train_sft: stage {s['name']}: {s['rows']} rows per step do not split into {world} ranks x "
+    if s["rows"] % dp_world or per_rank % micro:
+        sys.exit(f"train_sft: stage {s['name']}: {s['rows']} rows per step do not split into {dp_world} ranks x "
                  f"micro-batches of {micro} rows; adjust --batch-tokens / --micro-batch-tokens")
+    if s["seq_len"] % (2 * args.cp):
+        sys.exit(f"train_sft: stage {s['name']}: seq_len {s['seq_len']} is not divisible by 2 x --cp {args.cp}")
     s["micro_rows"], s["accum"] = micro, per_rank // micro
 
 
@@ -246,7 +258,14 @@ if tokenizer.vocab_size > config.vocab_size:
     sys.exit(f"train_sft: tokenizer has {tokenizer.vocab_size} tokens, the model's vocab_size is {config.vocab_size}")
 with torch.device("meta"):
     model = Transformer(config)
-D.parallelize(model, activation_checkpointing=args.activation_checkpointing)
+D.parallelize(model, activation_checkpointing=args.activation_checkpointing,
+              mp_policy=D.mixed_precision_policy(device))  # bf16 compute, fp32 reduce + master weights on GPU
+try:  # --cp: each row split over a group of ranks (the all-to-all over heads needs a degree the heads allow)
+    ulysses, dp_rank, _ = context_parallel.setup(config, args.cp)
+except ValueError as e:
+    sys.exit(f"train_sft: --cp {args.cp}: {e}")
+if ulysses is not None:
+    ulysses.apply(model)
 model.to_empty(device=device)
 full_state = {}
 if rank == 0:
@@ -297,7 +316,8 @@ metrics_file = open(metrics_path, "a") if rank == 0 else None
 def to_batch(rows):
     """list of packed rows -> dict of (B, T) long tensors on the device"""
     keys = ("input_ids", "position_ids", "targets", "loss_mask")
-    return {k: torch.tensor([r[k] for r in rows], dtype=torch.long, device=device) for k in keys}
+    batch = {k: torch.tensor([r[k] for r in rows], dtype=torch.long, device=device) for k in keys}
+    return ulysses.shard(batch) if ulysses is not None else batch  # --cp: this rank's tokens of each row
 
 
 def autocast():
@@ -310,9 +330,9 @@ def evaluate(stage):
     truncated, so the eval loss of a short stage covers only the beginnings of long conversations)."""
     seq_len, micro = stage["seq_len"], stage["micro_rows"]
     rows, _ = sftdata.pack(eval_docs, seq_len, overflow="truncate", pad_id=tokenizer.pad_id)
-    while len(rows) % world:  # every rank must run the same number of forwards (FSDP all-gathers)
+    while len(rows) % dp_world:  # every rank must run the same number of forwards (FSDP all-gathers)
         rows.append(dict(rows[0], loss_mask=[0] * seq_len))
-    mine = rows[rank * len(rows) // world:(rank + 1) * len(rows) // world]
+    mine = rows[dp_rank * len(rows) // dp_world:(dp_rank + 1) * len(rows) // dp_world]
     model.eval()
     loss_sum, n_tokens = 0.0, 0
     for i in range(0, len(mine), micro):
@@ -326,7 +346,8 @@ def evaluate(stage):
 
 
 def save(step):
-    ckpt.save_checkpoint(args.out, step, model, optimizer, tokenizer, keep=args.keep_checkpoints, trainer_state=dict(
+    ckpt.save_checkpoint(args.out, step, model, optimizer, tokenizer, keep=args.keep_checkpoints,
+                         sharded=args.sharded_checkpoints, trainer_state=dict(
         stage=stream_index, rows_served=stream.rows_served, tokens_seen=tokens_seen, seed=args.seed,
         world_size=world, schedule=dict(kind="warmup_cosine", lr=args.lr, warmup_steps=args.warmup_steps,
                                         max_steps=args.max_steps, min_lr_ratio=args.min_lr_ratio),
@@ -349,10 +370,11 @@ while step < args.max_steps:
         stream_index, stream = i, make_stream(i)
     stage = stages[i]
     rows = [stream.next_row() for _ in range(stage["rows"])]  # the global batch, identical on every rank
-    per_rank = stage["rows"] // world
-    mine = rows[rank * per_rank:(rank + 1) * per_rank]
-    # normaliser: assistant tokens of the whole global batch (all micro-steps, all ranks)
-    n_global = D.all_reduce_sum(sum(sum(r["loss_mask"]) for r in mine))
+    per_rank = stage["rows"] // dp_world
+    mine = rows[dp_rank * per_rank:(dp_rank + 1) * per_rank]
+    # normaliser: assistant tokens of the whole global batch (all micro-steps, all ranks; the --cp ranks of a
+    # group hold the same rows)
+    n_global = D.all_reduce_sum(sum(sum(r["loss_mask"]) for r in mine)) // args.cp
     lr = lr_at(step)
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -387,8 +409,11 @@ while step < args.max_steps:
     eta = (time.time() - t_start) / steps_timed * (args.max_steps - step)
     record = dict(step=step, stage=stage["name"], seq_len=stage["seq_len"], loss=loss, lr=lr, grad_norm=grad_norm,
                   tokens=tokens_seen, step_tokens=real, loss_tokens=n_global, tok_per_s=real / dt,
+                  peak_mem_gib=(plan.peak_memory_bytes(device) or 0) / 2**30,  # this rank's (rank 0's in the log)
                   packing_efficiency=real / (len(rows) * stage["seq_len"]),
                   mixture={d: round(v[0], 4) for d, v in stream.realised().items()}, time=time.time())
+    if on_gpu:  # an estimate: attention FLOPs as if each row were one document (nanbeige41/plan.py)
+        record["mfu"] = plan.mfu(config, stage["seq_len"], real / dt / world)
     if not finite:
         record["skipped"] = True
         print0(f"step {step}: non-finite loss {loss} / grad norm {grad_norm}: step skipped "

@@ -25,19 +25,30 @@ rank 0. Our call: a gathered optimizer state makes a checkpoint independent of t
 number of GPUs works) and keeps one code path for 1 and N processes; the price is rank 0 holding the full fp32
 optimizer state in CPU memory at save time (~31 GB for the 3b model, fine on a training node). The ranks write their
 RNG files into the same directory, so multi-node runs need a shared filesystem for OUT.
+
+Sharded checkpoints (`sharded=True`, the trainers' --sharded-checkpoints; the way to go at 3.9B): instead of
+model.safetensors + optimizer.pt, the checkpoint holds `dcp/`, written through `torch.distributed.checkpoint` (DCP):
+every rank writes its own shards of the weights and the AdamW state in parallel (`__{rank}_0.distcp`) and rank 0 the
+`.metadata` that maps them to global tensors, so nothing is gathered. DCP reshards on load: a checkpoint written by 2
+ranks resumes on 1 or 4 (tests/test_scale_out.py). config.json, the tokenizer, trainer_state.json and the RNG files
+are as above, and `save_hf(..., dtype=torch.bfloat16)` exports the release checkpoint (consolidated on rank 0) at the
+end. The same temp-directory + rename makes it atomic. (DCP's async_save could overlap the write with training; it is
+not used: a save every few hundred steps is a small share of a step budget.)
 """
 
 import json
 import os
 import random
 import shutil
+import warnings
 import zipfile
 
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_optimizer_state_dict,
-                                                     set_optimizer_state_dict)
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     get_state_dict, set_optimizer_state_dict, set_state_dict)
 
 from nanbeige41.distributed import full_state_dict, is_sharded, load_full_state_dict
 from nanbeige41.model import CheckpointError, Transformer, read_pretrained  # noqa: F401 (CheckpointError: re-exported)
@@ -105,11 +116,14 @@ def load_optimizer_state(model, optimizer, state):
     set_optimizer_state_dict(model, optimizer, optim_state_dict=state, options=opts)
 
 
-def save_hf(model, tokenizer, path):
+def save_hf(model, tokenizer, path, dtype=None):
     """The model (gathered if sharded) in the HF layout + the tokenizer, into `path`, which may already hold other
-    files (the run's metrics). Files are written to `path/.tmp-hf` and moved in one by one with os.replace, so each
-    file is either the old or the new version. Collective when sharded; rank 0 writes."""
+    files (the run's metrics). dtype: cast the weights (torch.bfloat16 for a release: half the bytes). Files are
+    written to `path/.tmp-hf` and moved in one by one with os.replace, so each file is either the old or the new
+    version. Collective when sharded; rank 0 writes."""
     state = full_state_dict(model)
+    if dtype is not None:
+        state = {k: v.to(dtype) for k, v in state.items()}
     if _rank() == 0:
         tmp = os.path.join(path, ".tmp-hf")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -124,25 +138,58 @@ def save_hf(model, tokenizer, path):
     _barrier()
 
 
-def save_checkpoint(out_dir, step, model, optimizer, tokenizer=None, trainer_state=None, keep=3):
+def save_sharded(path, model, optimizer):
+    """Weights and optimizer state through torch.distributed.checkpoint into the directory `path`: each rank writes
+    its own shards, nothing is gathered. Collective. Works without a process group too (one writer)."""
+    model_state, optim_state = get_state_dict(model, optimizer)
+    with warnings.catch_warnings():  # one process: DCP warns that it "assumes" what no_dist already says
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path, no_dist=not dist.is_initialized())
+
+
+def load_sharded(path, model, optimizer=None):
+    """Load what save_sharded wrote into `model` (and `optimizer`), at any world size: DCP reads, for each rank, the
+    pieces of the saved global tensors that its shards cover. Collective."""
+    if optimizer is None:
+        state = {"model": get_model_state_dict(model)}
+    else:
+        model_state, optim_state = get_state_dict(model, optimizer)  # initialises the AdamW state to load into
+        state = {"model": model_state, "optim": optim_state}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(state, checkpoint_id=path, no_dist=not dist.is_initialized())
+    set_state_dict(model, optimizer if optimizer is not None else [], model_state_dict=state["model"],
+                   optim_state_dict=state.get("optim", {}))
+
+
+def save_checkpoint(out_dir, step, model, optimizer, tokenizer=None, trainer_state=None, keep=3, sharded=False):
     """Write OUT/checkpoints/step_{step:08d} atomically (see the module docstring) and prune to the newest `keep`.
-    Every rank must call it (gathering is collective). Returns the checkpoint path."""
+    sharded: weights and optimizer through DCP (dcp/), nothing gathered; else gathered HF weights + optimizer.pt.
+    Every rank must call it (collective). Returns the checkpoint path."""
     root = os.path.join(out_dir, CHECKPOINT_DIR)
     name = f"step_{step:08d}"
     final, tmp = os.path.join(root, name), os.path.join(root, ".tmp-" + name)
-    model_state = full_state_dict(model)          # collective under FSDP
-    optim_state = optimizer_state(model, optimizer)  # collective under FSDP
     rank = _rank()
+    if not sharded:
+        model_state = full_state_dict(model)          # collective under FSDP
+        optim_state = optimizer_state(model, optimizer)  # collective under FSDP
     if rank == 0:
         os.makedirs(root, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)  # a leftover of a crash during an earlier save of this step
-        _hf_model(model.config, model_state).save_pretrained(tmp)
+        os.makedirs(tmp)
+        if sharded:
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(model.config.to_hf_dict(), f, indent=2)
+        else:
+            _hf_model(model.config, model_state).save_pretrained(tmp)
+            torch.save(optim_state, os.path.join(tmp, "optimizer.pt"))
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        torch.save(optim_state, os.path.join(tmp, "optimizer.pt"))
         with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
             json.dump(dict(trainer_state or {}, step=step), f, indent=2)
     _barrier()  # tmp exists before the other ranks write into it
+    if sharded:
+        save_sharded(os.path.join(tmp, "dcp"), model, optimizer)  # every rank writes its shards
     torch.save(rng_state(), os.path.join(tmp, f"rng_rank{rank}.pt"))
     _barrier()
     if rank == 0:
@@ -218,11 +265,17 @@ def checkpoint_problem(path):
         return f"{path}/trainer_state.json: unreadable ({e})"
     if not isinstance(state, dict) or not isinstance(state.get("step"), int):
         return f"{path}/trainer_state.json: no integer 'step'"
-    try:
-        read_pretrained(path)
-    except CheckpointError as e:
-        return str(e)
-    for name in ("optimizer.pt", "rng_rank0.pt"):
+    if os.path.isdir(os.path.join(path, "dcp")):  # a sharded checkpoint: DCP's rank 0 writes .metadata last
+        if not os.path.isfile(os.path.join(path, "dcp", ".metadata")):
+            return f"{path}/dcp: no .metadata (an incomplete distributed checkpoint)"
+        files = ["rng_rank0.pt"]
+    else:
+        try:
+            read_pretrained(path)
+        except CheckpointError as e:
+            return str(e)
+        files = ["optimizer.pt", "rng_rank0.pt"]
+    for name in files:
         file = os.path.join(path, name)
         if not os.path.isfile(file):
             return f"{path}: no {name}"
@@ -252,16 +305,18 @@ def latest_checkpoint(out_dir, warn=None):
 
 def load_checkpoint(path, model, optimizer=None):
     """Restore weights, optimizer and this rank's RNG state from a checkpoint written by save_checkpoint; return the
-    trainer_state dict. `model` may be sharded (then every rank must call this; rank 0 reads and broadcasts).
+    trainer_state dict. `model` may be sharded (then every rank must call this; rank 0 reads and broadcasts, or with
+    a DCP checkpoint every rank reads its own shards).
     RNG states are restored only when the checkpoint has a file for this rank (same world size)."""
     rank = _rank()
-    state = {}
-    if rank == 0 or not is_sharded(model):
-        state = Transformer.from_pretrained(path).state_dict()
-    load_full_state_dict(model, state)
-    if optimizer is not None:
-        optim = torch.load(os.path.join(path, "optimizer.pt"), weights_only=True) if (rank == 0 or not is_sharded(model)) else {}
-        load_optimizer_state(model, optimizer, optim)
+    if os.path.isdir(os.path.join(path, "dcp")):  # sharded (DCP) checkpoint, written at any world size
+        load_sharded(os.path.join(path, "dcp"), model, optimizer)
+    else:
+        reads = rank == 0 or not is_sharded(model)  # rank 0 reads, broadcasting to the others' shards
+        load_full_state_dict(model, Transformer.from_pretrained(path).state_dict() if reads else {})
+        if optimizer is not None:
+            optim = torch.load(os.path.join(path, "optimizer.pt"), weights_only=True) if reads else {}
+            load_optimizer_state(model, optimizer, optim)
     rng_file = os.path.join(path, f"rng_rank{rank}.pt")
     if os.path.isfile(rng_file):
         set_rng_state(torch.load(rng_file, weights_only=False))  # our own file: numpy's state is not a tensor

@@ -5,7 +5,10 @@
 
 - `setup()` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK); gloo on CPU, nccl on GPU.
 - `parallelize(model, ...)` applies, from outside the model as torchtitan does, per-block activation checkpointing
-  and FSDP2 `fully_shard` on every transformer block, then on the root (embeddings, final norm, head).
+  and FSDP2 `fully_shard` on every transformer block, then on the root (embeddings, final norm, head), with the
+  mixed precision of `mixed_precision_policy(device)` (bf16 compute, fp32 reduce and master weights on GPU).
+  One flat mesh over all ranks: with context parallelism (nanbeige41/context_parallel.py) the data x context ranks
+  are flattened into it (a 2-D mesh given to fully_shard would mean HSDP, replicating across one dimension).
 - `all_reduce_sum` / `all_reduce_max`: global token counts and "did any rank see a NaN" flags.
 - `load_full_state_dict(model, state)` / `full_state_dict(model)`: move a plain (unsharded) state dict into a sharded
   model from rank 0, and gather one back on rank 0 (checkpoint.py uses these for HF weights).
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import checkpoint
 
 
@@ -123,6 +126,15 @@ def checkpoint_blocks(model):
             return _forward(*args, **kwargs)
         block.forward, block.checkpointed = forward, True
     return model
+
+
+def mixed_precision_policy(device):
+    """FSDP2's mixed precision for `device`: on GPU, parameters all-gathered and computed in bf16, gradients
+    reduce-scattered in fp32; the sharded parameters that AdamW updates stay fp32 (the master weights, so small
+    updates are not rounded away). On CPU None: fp32 throughout, as the CPU tests compare against fp32 runs."""
+    if torch.device(device).type != "cuda":
+        return None
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
 
 
 def parallelize(model, activation_checkpointing=False, mp_policy=None, reshard_after_forward=True):

@@ -21,6 +21,7 @@ What this file covers:
 Parallelism (FSDP2) is applied from outside, by nanbeige41/distributed.py.
 """
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, fields
@@ -237,6 +238,8 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
         self.v_proj = nn.Linear(h, self.nkv * self.hd, bias=False)
         self.o_proj = nn.Linear(self.nh * self.hd, h, bias=False)
+        # set from outside by nanbeige41/context_parallel.py (Ulysses): attention of this rank's share of a row
+        self.context_parallel = None
 
     def forward(self, x, cos, sin, mask, layer, cache):
         B, T, _ = x.shape
@@ -249,7 +252,9 @@ class Attention(nn.Module):
         # GQA: each KV head serves nh/nkv query heads; SDPA broadcasts them (enable_gqa) instead of
         # copying K/V nh/nkv times, which in decoding would copy the whole cache every step
         gqa = self.nkv != self.nh
-        if isinstance(mask, tuple):  # document spans (packed rows, CPU)
+        if self.context_parallel is not None and cache is None:  # the row is split over ranks: see context_parallel
+            y = self.context_parallel(q, k, v)
+        elif isinstance(mask, tuple):  # document spans (packed rows, CPU)
             y = varlen_attention(q, k, v, mask, gqa)
         elif mask is not None and not isinstance(mask, torch.Tensor):  # flex BlockMask (GPU packed path)
             y = _flex_attention(q, k, v, block_mask=mask, enable_gqa=gqa)
@@ -294,6 +299,17 @@ class Decoder(nn.Module):
 
 
 _flex_attention = None  # compiled lazily on first GPU use
+
+
+def training_attention_kernels(device):
+    """Context for the blocks of a training forward. On CUDA, SDPA may use the flash, memory-efficient and cuDNN
+    kernels only: where none applies (e.g. unsupported dtype or mask) PyTorch would otherwise fall back *silently* to
+    the math kernel, which materialises the (T, T) scores (O(T^2) memory: ~320 GiB for a 64k-token row); without it
+    the call raises, naming why each kernel was rejected. CPU: unchanged (the math kernel is the CPU's own path)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION])
 
 
 def _packed_block_mask(position_ids):
@@ -360,8 +376,10 @@ class Transformer(nn.Module):
             mask = document_spans(position_ids)
         cos, sin = rope_cos_sin(position_ids, self.config.head_dim, self.config.rope_theta)
         x = self.model.embed_tokens(input_ids)  # (B, T, H)
-        for i, block in enumerate(self.model.layers):
-            x = block(x, cos, sin, mask, i, cache)
+        training = self.training and cache is None
+        with training_attention_kernels(input_ids.device) if training else contextlib.nullcontext():
+            for i, block in enumerate(self.model.layers):
+                x = block(x, cos, sin, mask, i, cache)
         if cache is not None:
             cache.advance(T)
         x = self.model.norm(x)
