@@ -566,11 +566,13 @@ def make_env(stage, args, tokenizer, log, device="cpu"):
 # context and hundreds of agent turns, sections 2.2-2.4); where it does not, the common settings of published GRPO
 # runs on 1.5B-32B models (DeepSeekMath, DAPO, DeepScaleR, Skywork-OR1): lr 1e-6 after a short warm-up,
 # 128 prompts x 8 rollouts per step, T = 1.0, responses of 16k (general) to 32k (code) tokens; LiveCodeBench's 6 s
-# per test. Step counts are our choice (the paper gives none).
+# per test. Step counts are our choice (the paper gives none). rollout_batch 16: the KV cache of 16 x (8k prompt +
+# 32k response) fits beside the sharded model on an 80 GiB GPU, 64 does not (python -m nanbeige41.plan --stage grpo).
 _TOY = dict(max_steps=20, prompts_per_step=8, max_new_tokens=96, lr=2e-5, warmup_steps=2, temperature=1.0,
-            filter_max_items=0, eval_items=64, test_time_s=2.0, agent_max_turns=8, agent_context=2048)
+            filter_max_items=0, eval_items=64, test_time_s=2.0, agent_max_turns=8, agent_context=2048, rollout_batch=64)
 _3B = dict(max_steps=500, prompts_per_step=128, max_new_tokens=16384, lr=1e-6, warmup_steps=10, temperature=1.0,
-           filter_max_items=0, eval_items=256, test_time_s=6.0, agent_max_turns=600, agent_context=262144)
+           filter_max_items=0, eval_items=256, test_time_s=6.0, agent_max_turns=600, agent_context=262144,
+           rollout_batch=16)
 DEFAULTS = {
     "toy": {
         "point": dict(_TOY),
@@ -609,7 +611,7 @@ def parse_args(argv=None):
     p.add_argument("--temperature", type=positive_float, default=None, help="sampling temperature (toy code stages: 0.7)")
     p.add_argument("--top-p", type=positive_float, default=1.0)
     p.add_argument("--top-k", type=non_negative_int, default=0)
-    p.add_argument("--rollout-batch", type=positive_int, default=64, help="sequences per generate() call")
+    p.add_argument("--rollout-batch", type=positive_int, default=None, help="sequences per generate() call")
     p.add_argument("--max-seq-len", type=positive_int, default=None, help="prompt + response limit (default: the model's)")
     p.add_argument("--max-resample-rounds", type=non_negative_int, default=2, help="dynamic sampling: refills per step")
     p.add_argument("--no-dynamic-sampling", action="store_true", help="keep zero-variance groups")
