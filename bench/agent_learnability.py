@@ -84,6 +84,42 @@ def induction_probe(model, tok, world_seed=999, n_pages=150):
             "name_loss_repeat": sum(again) / max(len(again), 1)}
 
 
+def held_out_questions(max_hops=0):
+    """The test split of the shipped world (never trained on), optionally only questions of <= max_hops hops
+    (the agent stage's held-out set under --agent-max-hops)."""
+    from nanbeige41 import toy_world
+    import search_agent as sa
+    questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
+    return [q for q in questions if not max_hops or q["hops"] <= max_hops]
+
+
+def long_horizon(ckpt, n, max_hops=0, max_turns=60, keep_last_k=2, rewrite_slack=1, context=2048):
+    """The trained agent through the context policy with room for long episodes (issue 13, result 4): greedy,
+    up to `max_turns` turns, only the last `keep_last_k` tool results verbatim (a rewrite once k + slack have
+    accumulated). Reports the turns it sustains before answering and how often the keep-last-K view rewrite
+    happens (turns whose prompt was re-rendered with older results replaced by the placeholder)."""
+    import search_agent as sa
+    from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import Tokenizer
+    model = Transformer.from_pretrained(ckpt).eval()
+    tok = Tokenizer.from_pretrained(ckpt)
+    config = sa.AgentConfig(max_turns=max_turns, max_new_tokens=128, max_context_tokens=context,
+                            keep_last_k=keep_last_k, rewrite_slack=rewrite_slack)
+    ev = sa.evaluate_agent(model, tok, held_out_questions(max_hops)[:n], sa.make_toolbox("local"), config,
+                           batch=n)
+    recs = ev.pop("records")
+    turns = [t for r in recs for t in r["turns"]]
+    new_views = [t for t in turns if not t["view"]["appended"] and t["index"] > 0]
+    answered = [len(r["turns"]) for r in recs if r["termination"] == "answer"]
+    return {"ckpt": ckpt, "max_turns": max_turns, "keep_last_k": keep_last_k, "rewrite_slack": rewrite_slack, **ev,
+            "max_turns_in_episode": max(len(r["turns"]) for r in recs),
+            "turns_before_answer_mean": sum(answered) / max(len(answered), 1),
+            "turns_with_placeholder_view": sum(t["view"]["verbatim_from"] > 0 for t in turns) / max(len(turns), 1),
+            "rewrites_per_episode": len(new_views) / max(len(recs), 1),
+            "segments_per_episode": sum(len(r["segments"]) for r in recs) / max(len(recs), 1),
+            "turns_with_dropped_history": sum(t["view"]["dropped"] > 0 for t in turns) / max(len(turns), 1)}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
@@ -98,7 +134,12 @@ def main():
     p.add_argument("--probe-n", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--probe-only", default=None, help="a checkpoint: print the probes, train nothing")
+    p.add_argument("--max-hops", type=int, default=0, help="held-out questions of <= this many hops (0: all)")
+    p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
     args = p.parse_args()
+    if args.probe_only and args.long_horizon:
+        print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops)))
+        return
     if args.probe_only:
         from nanbeige41 import toy_world
         from nanbeige41.model import Transformer
@@ -106,15 +147,16 @@ def main():
         import search_agent as sa
         model = Transformer.from_pretrained(args.probe_only).eval()
         tok = Tokenizer.from_pretrained(args.probe_only)
-        questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
-        print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
-            model, tok, toy_world.load_world(sa.WORLD_PATH), questions[:args.probe_n])}), flush=True)
+        questions = held_out_questions(args.max_hops)
+        if args.probe_n:
+            print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
+                model, tok, toy_world.load_world(sa.WORLD_PATH), questions[:args.probe_n])}), flush=True)
         if args.eval_n:  # greedy held-out episodes: 8 turns, 128 new tokens per turn, a 2048-token window
             config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
             ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], sa.make_toolbox("local"), config,
                                    batch=args.eval_n)
             ev.pop("records")
-            print(json.dumps(ev))
+            print(json.dumps({"ckpt": args.probe_only, "max_hops": args.max_hops, **ev}))
         return
     out = os.path.join(args.out, args.variant)
     os.makedirs(out, exist_ok=True)
