@@ -120,94 +120,84 @@ def long_horizon(ckpt, n, max_hops=0, max_turns=60, keep_last_k=2, rewrite_slack
             "turns_with_dropped_history": sum(t["view"]["dropped"] > 0 for t in turns) / max(len(turns), 1)}
 
 
+def held_out_eval(ckpt, n=62, max_hops=2):
+    """Greedy held-out episodes of a checkpoint, as the agent stage runs them (8 turns, 128 new tokens per turn,
+    a 2048-token window): search_agent.evaluate_agent's figures, without the records."""
+    import search_agent as sa
+    from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import Tokenizer
+    model = Transformer.from_pretrained(ckpt).eval()
+    tok = Tokenizer.from_pretrained(ckpt)
+    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+    questions = held_out_questions(max_hops)[:n]
+    ev = sa.evaluate_agent(model, tok, questions, sa.make_toolbox("local"), config, batch=len(questions))
+    ev.pop("records")
+    return {"ckpt": ckpt, "max_hops": max_hops, **ev}
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
-    p.add_argument("--variant", default="base", choices=["base", "nobase"])
-    p.add_argument("--worlds", type=int, default=20, help="fresh worlds in the pretraining text")
-    p.add_argument("--pretrain-steps", type=int, default=1000)
-    p.add_argument("--pretrain-batch", type=int, default=8192)
-    p.add_argument("--sft-steps", type=int, default=500)
-    p.add_argument("--search-steps", type=int, default=300)
-    p.add_argument("--search-batch", type=int, default=4096)
-    p.add_argument("--eval-n", type=int, default=64)
-    p.add_argument("--probe-n", type=int, default=100)
+    p.add_argument("--out", required=True, help="the chain's directory (checkpoints built when missing)")
+    p.add_argument("--variant", default="search", choices=["search", "nosearch"],
+                   help="SFT with or without the fresh-world search trajectories")
+    p.add_argument("--sft-steps", type=int, default=400)
+    p.add_argument("--eval-n", type=int, default=62)
+    p.add_argument("--max-hops", type=int, default=2, help="held-out questions of <= this many hops (0: all)")
+    p.add_argument("--probe-n", type=int, default=0, help="also print the copy and induction probes")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--probe-only", default=None, help="a checkpoint: print the probes, train nothing")
-    p.add_argument("--max-hops", type=int, default=0, help="held-out questions of <= this many hops (0: all)")
+    p.add_argument("--probe-only", default=None, help="a checkpoint: probes and evaluation only, train nothing")
     p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
     args = p.parse_args()
     if args.probe_only and args.long_horizon:
         print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops)))
         return
-    if args.probe_only:
+    ckpt = args.probe_only or build_chain(args.out, args.variant == "search", args.seed, args.sft_steps, log=print)
+    if args.probe_n:
         from nanbeige41 import toy_world
         from nanbeige41.model import Transformer
         from nanbeige41.tokenizer import Tokenizer
         import search_agent as sa
-        model = Transformer.from_pretrained(args.probe_only).eval()
-        tok = Tokenizer.from_pretrained(args.probe_only)
-        questions = held_out_questions(args.max_hops)
-        if args.probe_n:
-            print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
-                model, tok, toy_world.load_world(sa.WORLD_PATH), questions[:args.probe_n])}), flush=True)
-        if args.eval_n:  # greedy held-out episodes: 8 turns, 128 new tokens per turn, a 2048-token window
-            config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-            ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], sa.make_toolbox("local"), config,
-                                   batch=args.eval_n)
-            ev.pop("records")
-            print(json.dumps({"ckpt": args.probe_only, "max_hops": args.max_hops, **ev}))
-        return
-    out = os.path.join(args.out, args.variant)
-    os.makedirs(out, exist_ok=True)
-    from nanbeige41 import data, toy_world
-    times = {}
-    init = []
-    if args.variant == "base":
-        pre = os.path.join(out, "pretrain.jsonl")
-        data.write_jsonl(pre, toy_world.pretraining_docs(range(1, args.worlds + 1)))
-        times["pretrain"] = sh(["train_sft.py", "--config", "toy", "--data", pre, "--mixture", "pretrain=1",
-                                "--seq-len", "512", "--batch-tokens", str(args.pretrain_batch), "--max-steps",
-                                str(args.pretrain_steps), "--eval-data", "--out", os.path.join(out, "base"),
-                                "--seed", str(args.seed), "--quiet"], os.path.join(out, "pretrain.log"))
-        init = ["--init", os.path.join(out, "base")]
-    times["sft"] = sh(["train_sft.py", "--config", "toy", *init, "--max-steps", str(args.sft_steps),
-                       "--out", os.path.join(out, "sft"), "--seed", str(args.seed), "--quiet"],
-                      os.path.join(out, "sft.log"))
-    search = os.path.join(ROOT, "data", "toy", "sft", "search.jsonl")
-    if args.search_steps:
-        times["search"] = sh(["train_sft.py", "--config", "toy", "--init", os.path.join(out, "sft"), "--data", search,
-                              "--mixture", "search=1", "--seq-len", "1024", "--batch-tokens", str(args.search_batch),
-                              "--max-steps", str(args.search_steps), "--lr", "1e-3", "--eval-data",
-                              "--out", os.path.join(out, "search"), "--seed", str(args.seed), "--quiet"],
-                             os.path.join(out, "search.log"))
-    import search_agent as sa
-    from nanbeige41.model import Transformer
-    from nanbeige41.tokenizer import Tokenizer
-    ckpt = os.path.join(out, "search" if args.search_steps else "sft")
-    model = Transformer.from_pretrained(ckpt).eval()
-    import torch
-    if torch.cuda.is_available():
-        model = model.cuda()
-    tok = Tokenizer.from_pretrained(ckpt)
-    probe = copy_probe(model, tok, toy_world.load_world(sa.WORLD_PATH),
-                       toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.probe_n])
-    print(json.dumps(probe), flush=True)
-    questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")[:args.eval_n]
-    toolbox = sa.make_toolbox("local")
-    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-    t = time.time()
-    ev = sa.evaluate_agent(model, tok, questions, toolbox, config, batch=64)
-    times["eval"] = time.time() - t
-    recs = ev.pop("records")
-    first_queries = [next((c["arguments"] for tt in r["turns"] for c in tt["tool_calls"]), None) for r in recs[:6]]
-    result = {"variant": args.variant, **probe, **ev, "times": times, "examples": [
-        {"q": q["question"], "first_call": fq, "answer": r["final_answer"], "gold": q["answer"]}
-        for q, r, fq in zip(questions, recs, first_queries)]}
-    with open(os.path.join(out, "eval.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(json.dumps(result))
+        model = Transformer.from_pretrained(ckpt).eval()
+        tok = Tokenizer.from_pretrained(ckpt)
+        print(json.dumps({"ckpt": ckpt, **induction_probe(model, tok), **copy_probe(
+            model, tok, toy_world.load_world(sa.WORLD_PATH), held_out_questions(0)[:args.probe_n])}), flush=True)
+    if args.eval_n:
+        print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops)))
 
+
+SFT_DATA = ["code", "general", "stem", "tool"]  # the shipped toy SFT sets (data/toy/sft), search excluded
+
+
+def build_chain(out, with_search=True, seed=0, sft_steps=400, log=lambda line: None):
+    """The toy agent's checkpoints, each built only when missing (a test reuses them), in OUT:
+    base/     the toy base model: 30 fresh worlds' text (pretraining_docs), step 300 of a 600-step schedule x 4k
+              tokens at seq 512 (~6 min on one core);
+    sft_search/ or sft_nosearch/: one 1024-token SFT stage from the base, SFT_STEPS x 2k tokens at lr 2e-3, with
+              25% of its tokens pretraining-text replay (keeps the base's copying) and, with_search, 45% search
+              trajectories over 100 fresh worlds (search_agent.fresh_world_trajectories); without, the same
+              budget spread over the other domains (Table 3 in miniature). Returns the SFT checkpoint."""
+    from nanbeige41 import data, toy_world
+    import search_agent as sa
+    os.makedirs(out, exist_ok=True)
+    pre = os.path.join(out, "pretrain.jsonl")
+    if not os.path.isfile(pre):
+        data.write_jsonl(pre, toy_world.pretraining_docs(range(1, 31)))
+    base = os.path.join(out, "base")
+    if not os.path.isfile(os.path.join(base, "model.safetensors")):
+        log(f"building {base}: {sh(['train_sft.py', '--config', 'toy', '--data', pre, '--mixture', 'pretrain=1', '--seq-len', '512', '--batch-tokens', '4096', '--max-steps', '600', '--stop-after', '300', '--eval-data', '--out', base, '--seed', str(seed), '--quiet'], base + '.log'):.0f} s")
+    name = "sft_search" if with_search else "sft_nosearch"
+    sft = os.path.join(out, name)
+    if not os.path.isfile(os.path.join(sft, "model.safetensors")):
+        files = [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl") for d in SFT_DATA] + [pre]
+        mixture = "code=5,general=10,stem=5,tool=10,pretrain=25"
+        if with_search:
+            search = os.path.join(out, "search_fresh.jsonl")
+            if not os.path.isfile(search):
+                data.write_jsonl(search, sa.fresh_world_trajectories(range(1000, 1100)))
+            files.append(search)
+            mixture += ",search=45"
+        log(f"building {sft}: {sh(['train_sft.py', '--config', 'toy', '--init', base, '--seq-len', '1024', '--data', *files, '--mixture', mixture, '--max-steps', str(sft_steps), '--eval-data', '--out', sft, '--seed', str(seed), '--quiet'], sft + '.log'):.0f} s")
+    return sft
 
 if __name__ == "__main__":
     main()
