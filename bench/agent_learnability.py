@@ -1,13 +1,16 @@
-"""Can the toy model learn the search agent's task? The diagnostic behind issue 13's toy base model.
+"""Can the toy model learn the search agent's task? Issue 13's chain to a toy agent that can, and its probes.
 
-    python bench/agent_learnability.py --out runs/diag --variant base      # pretrain -> SFT -> search SFT -> eval
-    python bench/agent_learnability.py --out runs/diag --variant nobase    # SFT -> search SFT -> eval
-    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 64 --eval-n 32   # probes + eval only
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant search     # base -> SFT -> eval
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant nosearch   # same SFT budget, no search
+    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 64 --eval-n 62   # probes + eval only
+    python bench/agent_learnability.py --out x --probe-only CKPT --long-horizon --eval-n 32 --max-hops 0
 
-Each variant runs the project's own scripts (train_sft.py) and scores the result with
-search_agent.evaluate_agent on held-out questions of the shipped world: accuracy by hops, turns,
-terminations, and the cheapest signal of all, how often the first search query contains the question's
-head entity (copied from the question). Prints one JSON line per variant and writes OUT/VARIANT/eval.json.
+The chain (build_chain) runs the project's own train_sft.py: a toy base model on fresh worlds' text, then one SFT
+stage with pretraining-text replay and search trajectories over fresh worlds. Checkpoints are built only when
+missing. The result is scored with search_agent.evaluate_agent on held-out questions of the shipped world (by
+default the 62 test questions of <= 2 hops, the agent stage's held-out set under --agent-max-hops 2): accuracy
+by hops, turns, terminations, the critic's fail rate, and how often the first search query contains the
+question's head entity (copied from the question). Prints one JSON line per evaluation.
 """
 import argparse
 import json

@@ -369,6 +369,27 @@ def test_sft_records_fit_a_toy_context():
 
 
 
+def test_fresh_world_trajectories_never_repeat_a_head_and_replay_on_their_own_world():
+    # Issue 13: search SFT over fresh worlds, so no name can be memorised; the shipped world (seed 0) is refused
+    records = sa.fresh_world_trajectories([11, 12], questions_per_world=20, hop_weights={1: 1, 2: 1})
+    assert len(records) >= 30 and len({r["id"] for r in records}) == len(records)
+    shipped = {e["title"] for e in toy_world.load_world(sa.WORLD_PATH)["entities"]}
+    heads = {w: {r["messages"][2]["tool_calls"][0]["function"]["arguments"]["query"] for r in records
+                 if r["id"].startswith(f"w{w}-")} for w in (11, 12)}
+    assert heads[11] and heads[12] and not heads[11] & heads[12]
+    for r in records[::5]:  # every observation replays from its own world's tools, none from the shipped one
+        world = int(r["id"].split("-")[0][1:])
+        tools = sa.Toolbox(sa.LocalWiki(toy_world.generate_world(world)), None)
+        tools.reader = tools.searcher
+        for m, nxt in zip(r["messages"][2:-1], r["messages"][3:]):
+            if m["role"] == "assistant":
+                call = m["tool_calls"][0]["function"]
+                assert nxt["content"] == tools.call(call["name"], call["arguments"])[0]
+        assert not any(t in r["messages"][1]["content"] for t in shipped if len(t) > 12)
+    with pytest.raises(AssertionError):
+        sa.fresh_world_trajectories([0, 1])
+
+
 def test_sft_trajectories_train_every_turn_with_its_reasoning():
     # The 4.1 template drops reasoning only before the last user query; in an agent trajectory that is the question,
     # so every assistant turn after it is trained with its think block, opening <think> included, and no tool
