@@ -497,6 +497,9 @@ def parse_args(argv=None):
     p.add_argument("--turn-penalty", type=finite_float, default=0.5)
     p.add_argument("--agent-max-hops", type=non_negative_int, default=0,
                    help="train/evaluate on questions of <= this many hops (0: all)")
+    p.add_argument("--agent-world-seed", type=non_negative_int, default=0,
+                   help="questions and tools of a freshly generated toy world (0: the shipped one); the toy agent's SFT "
+                        "never saw it, and the shipped tokenizer splits its names into common pieces")
     # Memory
     p.add_argument("--micro-batch-tokens", type=positive_int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "

@@ -87,16 +87,30 @@ def induction_probe(model, tok, world_seed=999, n_pages=150):
             "name_loss_repeat": sum(again) / max(len(again), 1)}
 
 
-def held_out_questions(max_hops=0):
-    """The test split of the shipped world (never trained on), optionally only questions of <= max_hops hops
-    (the agent stage's held-out set under --agent-max-hops)."""
+def held_out_questions(max_hops=0, world_seed=0):
+    """The test split (never trained on) of the shipped world's questions, or with `world_seed` of a freshly
+    generated world's (as train_grpo --agent-world-seed builds them), optionally only questions of <= max_hops
+    hops (the agent stage's held-out set under --agent-max-hops)."""
     from nanbeige41 import toy_world
     import search_agent as sa
-    questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
+    if world_seed:
+        questions = [q for q in toy_world.synthesize_questions(toy_world.generate_world(world_seed), seed=world_seed)
+                     if q["split"] == "test"]
+    else:
+        questions = toy_world.load_questions(sa.QUESTIONS_PATH, "test")
     return [q for q in questions if not max_hops or q["hops"] <= max_hops]
 
 
-def long_horizon(ckpt, n, max_hops=0, max_turns=60, keep_last_k=2, rewrite_slack=1, context=2048):
+def toolbox_for(world_seed=0):
+    import search_agent as sa
+    from nanbeige41 import toy_world
+    if not world_seed:
+        return sa.make_toolbox("local")
+    wiki = sa.LocalWiki(toy_world.generate_world(world_seed))
+    return sa.Toolbox(wiki, wiki, sa.python_runner_from_code_judge())
+
+
+def long_horizon(ckpt, n, max_hops=0, world_seed=0, max_turns=60, keep_last_k=2, rewrite_slack=1, context=2048):
     """The trained agent through the context policy with room for long episodes (issue 13, result 4): greedy,
     up to `max_turns` turns, only the last `keep_last_k` tool results verbatim (a rewrite once k + slack have
     accumulated). Reports the turns it sustains before answering and how often the keep-last-K view rewrite
@@ -108,7 +122,7 @@ def long_horizon(ckpt, n, max_hops=0, max_turns=60, keep_last_k=2, rewrite_slack
     tok = Tokenizer.from_pretrained(ckpt)
     config = sa.AgentConfig(max_turns=max_turns, max_new_tokens=128, max_context_tokens=context,
                             keep_last_k=keep_last_k, rewrite_slack=rewrite_slack)
-    ev = sa.evaluate_agent(model, tok, held_out_questions(max_hops)[:n], sa.make_toolbox("local"), config,
+    ev = sa.evaluate_agent(model, tok, held_out_questions(max_hops, world_seed)[:n], toolbox_for(world_seed), config,
                            batch=n)
     recs = ev.pop("records")
     turns = [t for r in recs for t in r["turns"]]
@@ -123,7 +137,7 @@ def long_horizon(ckpt, n, max_hops=0, max_turns=60, keep_last_k=2, rewrite_slack
             "turns_with_dropped_history": sum(t["view"]["dropped"] > 0 for t in turns) / max(len(turns), 1)}
 
 
-def held_out_eval(ckpt, n=62, max_hops=2):
+def held_out_eval(ckpt, n=62, max_hops=2, world_seed=0):
     """Greedy held-out episodes of a checkpoint, as the agent stage runs them (8 turns, 128 new tokens per turn,
     a 2048-token window): search_agent.evaluate_agent's figures, without the records."""
     import search_agent as sa
@@ -132,10 +146,10 @@ def held_out_eval(ckpt, n=62, max_hops=2):
     model = Transformer.from_pretrained(ckpt).eval()
     tok = Tokenizer.from_pretrained(ckpt)
     config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-    questions = held_out_questions(max_hops)[:n]
-    ev = sa.evaluate_agent(model, tok, questions, sa.make_toolbox("local"), config, batch=len(questions))
+    questions = held_out_questions(max_hops, world_seed)[:n]
+    ev = sa.evaluate_agent(model, tok, questions, toolbox_for(world_seed), config, batch=len(questions))
     ev.pop("records")
-    return {"ckpt": ckpt, "max_hops": max_hops, **ev}
+    return {"ckpt": ckpt, "max_hops": max_hops, "world_seed": world_seed, **ev}
 
 
 def main():
@@ -147,12 +161,13 @@ def main():
     p.add_argument("--eval-n", type=int, default=62)
     p.add_argument("--max-hops", type=int, default=2, help="held-out questions of <= this many hops (0: all)")
     p.add_argument("--probe-n", type=int, default=0, help="also print the copy and induction probes")
+    p.add_argument("--world-seed", type=int, default=0, help="held out from a fresh world (0: the shipped one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--probe-only", default=None, help="a checkpoint: probes and evaluation only, train nothing")
     p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
     args = p.parse_args()
     if args.probe_only and args.long_horizon:
-        print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops)))
+        print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops, args.world_seed)))
         return
     ckpt = args.probe_only or build_chain(args.out, args.variant == "search", args.seed, args.sft_steps, log=print)
     if args.probe_n:
@@ -165,7 +180,7 @@ def main():
         print(json.dumps({"ckpt": ckpt, **induction_probe(model, tok), **copy_probe(
             model, tok, toy_world.load_world(sa.WORLD_PATH), held_out_questions(0)[:args.probe_n])}), flush=True)
     if args.eval_n:
-        print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops)))
+        print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops, args.world_seed)))
 
 
 SFT_DATA = ["code", "general", "stem", "tool"]  # the shipped toy SFT sets (data/toy/sft), search excluded

@@ -158,14 +158,22 @@ def general_env(stage, args, tokenizer, log, device):
 
 def agent_env(args, tokenizer, log):
     import search_agent
+    from nanbeige41 import toy_world
     from nanbeige41.data import read_jsonl
-    rows = read_jsonl(args.data or TOY_QUESTIONS)
+    world_seed = getattr(args, "agent_world_seed", 0)
+    if world_seed:  # a freshly generated world (toy_world.generate_world), its questions split 80/20 as the shipped one's
+        world = toy_world.generate_world(world_seed)
+        rows = toy_world.synthesize_questions(world, seed=world_seed)
+        wiki = search_agent.LocalWiki(world)
+        toolbox = search_agent.Toolbox(wiki, wiki, search_agent.python_runner_from_code_judge())
+    else:
+        rows = read_jsonl(args.data or TOY_QUESTIONS)
+        toolbox = search_agent.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     train = [r for r in rows if r.get("split", "train") == "train"]
     held_out = [r for r in rows if r.get("split") == "test"]
     if args.agent_max_hops:  # an easier curriculum: train (and evaluate) on questions of at most this many hops
         train = [r for r in train if r.get("hops", 1) <= args.agent_max_hops]
         held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
-    toolbox = search_agent.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
                                       max_context_tokens=args.agent_context)
     critic = search_agent.RuleCritic()
