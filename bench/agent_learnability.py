@@ -1,16 +1,17 @@
-"""Can the toy model learn the search agent's task? Issue 13's chain to a toy agent that can, and its probes.
+"""Can the toy model learn the search agent's task? Issue 13's chain to a toy agent, its probes and evaluations.
 
-    python bench/agent_learnability.py --out runs/toy/agent_chain --variant search     # base -> SFT -> eval
-    python bench/agent_learnability.py --out runs/toy/agent_chain --variant nosearch   # same SFT budget, no search
-    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 64 --eval-n 62   # probes + eval only
-    python bench/agent_learnability.py --out x --probe-only CKPT --long-horizon --eval-n 32 --max-hops 0
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant search     # base -> 3 SFT stages -> eval
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant nosearch   # first SFT stage's budget, no search
+    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 32          # probes + held-out eval only
+    python bench/agent_learnability.py --out x --probe-only CKPT --long-horizon --max-hops 0   # context-policy run
 
-The chain (build_chain) runs the project's own train_sft.py: a toy base model on fresh worlds' text, then one SFT
-stage with pretraining-text replay and search trajectories over fresh worlds. Checkpoints are built only when
-missing. The result is scored with search_agent.evaluate_agent on held-out questions of the shipped world (by
-default the 62 test questions of <= 2 hops, the agent stage's held-out set under --agent-max-hops 2): accuracy
-by hops, turns, terminations, the critic's fail rate, and how often the first search query contains the
-question's head entity (copied from the question). Prints one JSON line per evaluation.
+The chain (build_chain) runs the project's own train_sft.py: a toy base model on fresh worlds' text, then SFT
+stages with pretraining-text replay and search trajectories over fresh worlds (SFT_STAGES). Checkpoints are built
+only when missing. A checkpoint is scored with search_agent.evaluate_agent, greedy, on held-out questions: by
+default the test split (<= 2 hops, 70 questions) of fresh world 4242, the agent stage's held-out set under
+`train_grpo.py --stage agent --agent-world-seed 4242 --agent-max-hops 2` (`--world-seed 0`: the shipped world's
+62). It prints accuracy by hops, turns, terminations, the critic's fail rate, and how often the first search
+query contains the question's head entity (copied from the question), one JSON line per evaluation.
 """
 import argparse
 import json
@@ -157,11 +158,10 @@ def main():
     p.add_argument("--out", required=True, help="the chain's directory (checkpoints built when missing)")
     p.add_argument("--variant", default="search", choices=["search", "nosearch"],
                    help="SFT with or without the fresh-world search trajectories")
-    p.add_argument("--sft-steps", type=int, default=400)
-    p.add_argument("--eval-n", type=int, default=62)
+    p.add_argument("--eval-n", type=int, default=70)
     p.add_argument("--max-hops", type=int, default=2, help="held-out questions of <= this many hops (0: all)")
     p.add_argument("--probe-n", type=int, default=0, help="also print the copy and induction probes")
-    p.add_argument("--world-seed", type=int, default=0, help="held out from a fresh world (0: the shipped one)")
+    p.add_argument("--world-seed", type=int, default=4242, help="held out from a fresh world (0: the shipped one)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--probe-only", default=None, help="a checkpoint: probes and evaluation only, train nothing")
     p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
@@ -169,7 +169,7 @@ def main():
     if args.probe_only and args.long_horizon:
         print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops, args.world_seed)))
         return
-    ckpt = args.probe_only or build_chain(args.out, args.variant == "search", args.seed, args.sft_steps, log=print)
+    ckpt = args.probe_only or build_chain(args.out, args.variant == "search", args.seed)
     if args.probe_n:
         from nanbeige41 import toy_world
         from nanbeige41.model import Transformer
@@ -183,39 +183,51 @@ def main():
         print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops, args.world_seed)))
 
 
-SFT_DATA = ["code", "general", "stem", "tool"]  # the shipped toy SFT sets (data/toy/sft), search excluded
+# The SFT stages of the toy agent (issue 13), each from the previous checkpoint, one 1024-token stage at the toy
+# lr 2e-3 with 25% pretraining-text replay (keeps the base's copying): (name, steps, mixture, search trajectories
+# as fresh_world_trajectories(world seeds, questions per world, hop weights)). "nosearch" is Table 3's ablation:
+# the first stage's budget without the search trajectories.
+SFT_STAGES = [
+    ("sft_search", 400, "code=5,general=10,stem=5,tool=10,search=45,pretrain=25",
+     (range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1})),
+    ("sft_search2", 600, "code=5,general=5,tool=5,search=60,pretrain=25", (range(2000, 2200), 30, {1: 1, 2: 2})),
+    ("sft_search3", 600, "general=5,search=70,pretrain=25", (range(3000, 3300), 20, {1: 1, 2: 1})),
+]
+NOSEARCH = ("sft_nosearch", 400, "code=5,general=10,stem=5,tool=10,pretrain=25", None)
 
 
-def build_chain(out, with_search=True, seed=0, sft_steps=400, log=lambda line: None):
-    """The toy agent's checkpoints, each built only when missing (a test reuses them), in OUT:
-    base/     the toy base model: 30 fresh worlds' text (pretraining_docs), step 300 of a 600-step schedule x 4k
-              tokens at seq 512 (~6 min on one core);
-    sft_search/ or sft_nosearch/: one 1024-token SFT stage from the base, SFT_STEPS x 2k tokens at lr 2e-3, with
-              25% of its tokens pretraining-text replay (keeps the base's copying) and, with_search, 45% search
-              trajectories over 100 fresh worlds (search_agent.fresh_world_trajectories); without, the same
-              budget spread over the other domains (Table 3 in miniature). Returns the SFT checkpoint."""
+def build_chain(out, with_search=True, seed=0, log=print):
+    """The toy agent's checkpoints in OUT, each built only when missing (the repro tests reuse them):
+    base/          the toy base model: 30 fresh worlds' text (pretraining_docs), step 300 of a 600-step schedule x
+                   4k tokens at seq 512 (6 min on one core);
+    sft_search*/   SFT_STAGES from the base (5.7 + ~9 + ~9 min here); sft_nosearch/ with_search=False.
+    Returns the last checkpoint."""
     from nanbeige41 import data, toy_world
     import search_agent as sa
     os.makedirs(out, exist_ok=True)
     pre = os.path.join(out, "pretrain.jsonl")
     if not os.path.isfile(pre):
         data.write_jsonl(pre, toy_world.pretraining_docs(range(1, 31)))
-    base = os.path.join(out, "base")
-    if not os.path.isfile(os.path.join(base, "model.safetensors")):
-        log(f"building {base}: {sh(['train_sft.py', '--config', 'toy', '--data', pre, '--mixture', 'pretrain=1', '--seq-len', '512', '--batch-tokens', '4096', '--max-steps', '600', '--stop-after', '300', '--eval-data', '--out', base, '--seed', str(seed), '--quiet'], base + '.log'):.0f} s")
-    name = "sft_search" if with_search else "sft_nosearch"
-    sft = os.path.join(out, name)
-    if not os.path.isfile(os.path.join(sft, "model.safetensors")):
-        files = [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl") for d in SFT_DATA] + [pre]
-        mixture = "code=5,general=10,stem=5,tool=10,pretrain=25"
-        if with_search:
-            search = os.path.join(out, "search_fresh.jsonl")
-            if not os.path.isfile(search):
-                data.write_jsonl(search, sa.fresh_world_trajectories(range(1000, 1100)))
-            files.append(search)
-            mixture += ",search=45"
-        log(f"building {sft}: {sh(['train_sft.py', '--config', 'toy', '--init', base, '--seq-len', '1024', '--data', *files, '--mixture', mixture, '--max-steps', str(sft_steps), '--eval-data', '--out', sft, '--seed', str(seed), '--quiet'], sft + '.log'):.0f} s")
-    return sft
+    prev = os.path.join(out, "base")
+    if not os.path.isfile(os.path.join(prev, "model.safetensors")):
+        log(f"building {prev}: " + str(sh(["train_sft.py", "--config", "toy", "--data", pre, "--mixture", "pretrain=1",
+                                           "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600",
+                                           "--stop-after", "300", "--eval-data", "--out", prev, "--seed", str(seed),
+                                           "--quiet"], prev + ".log")))
+    for name, steps, mixture, search in SFT_STAGES if with_search else [NOSEARCH]:
+        ckpt = os.path.join(out, name)
+        if not os.path.isfile(os.path.join(ckpt, "model.safetensors")):
+            files = [pre] + [os.path.join(ROOT, "data", "toy", "sft", f"{d.split('=')[0]}.jsonl")
+                             for d in mixture.split(",") if d.split("=")[0] not in ("search", "pretrain")]
+            if search:
+                files.append(os.path.join(out, name + "_trajectories.jsonl"))
+                data.write_jsonl(files[-1], sa.fresh_world_trajectories(search[0], search[1], search[2]))
+            log(f"building {ckpt}: " + str(sh(["train_sft.py", "--config", "toy", "--init", prev, "--seq-len", "1024",
+                                               "--data", *files, "--mixture", mixture, "--max-steps", str(steps),
+                                               "--eval-data", "--out", ckpt, "--seed", str(seed), "--quiet"],
+                                              ckpt + ".log")))
+        prev = ckpt
+    return prev
 
 if __name__ == "__main__":
     main()
