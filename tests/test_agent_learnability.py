@@ -72,12 +72,12 @@ def _eval(ckpt):
 @pytest.mark.repro
 def test_agent_stage_before_and_after_over_three_seeds():
     """Result 1 (README, "Issue 13's chain"): 20 agent-stage steps, 3 seeds. Measured: held-out accuracy 1 of 70
-    before, @@ACC@@ after (+1 question per seed: a direction, not a margin above seed noise); the critic's
-    held-out fail rate 11.5% before, @@FAIL@@ after."""
+    before, 2 / 2 / 1 after (at most one question: not a margin above seed noise, so only "not lower" is
+    asserted); the critic's held-out fail rate 11.5% before, 1.3% / 0.0% / 2.7% after."""
     before = _eval(_chain())
     after = [_eval(_agent("penalty", seed)) for seed in (0, 1, 2)]
     assert all(a["accuracy"] >= before["accuracy"] for a in after)
-    assert all(a["turn_fail_rate"] < before["turn_fail_rate"] - 0.08 for a in after)  # measured gap >= @@GAP@@
+    assert all(a["turn_fail_rate"] < before["turn_fail_rate"] - 0.06 for a in after)  # measured gaps 0.088-0.115
     assert all(a["terminations"].get("answer", 0) >= 0.9 * a["n"] for a in after)  # measured: every episode answers
 
 
@@ -89,3 +89,16 @@ def test_turn_level_credit_vs_trajectory_only():
     for seed in (0, 1):
         with_turns, trajectory_only = _eval(_agent("penalty", seed)), _eval(_agent("none", seed))
         assert with_turns["turn_fail_rate"] < trajectory_only["turn_fail_rate"] - 0.04  # measured gaps 0.122, 0.058
+
+
+@pytest.mark.repro
+def test_trained_agent_through_the_context_policy():
+    """Result 4: the trained agent (seed 0) with 60 turns allowed and only the last 2 tool results verbatim, on all
+    hops. Measured: every episode answers, after 2.1 turns on average and at most 3, so the keep-last-K rewrite
+    never happens (0 of 148 turns): the trained toy agent does not sustain a long horizon (README)."""
+    from agent_learnability import long_horizon
+    report = long_horizon(_agent("penalty", 0), n=70, max_hops=0, world_seed=WORLD)
+    print(json.dumps(report))
+    assert report["terminations"] == {"answer": 70}
+    assert report["max_turns_in_episode"] <= 4 and report["turns_before_answer_mean"] < 3
+    assert report["rewrites_per_episode"] == 0 and report["turns_with_placeholder_view"] == 0
