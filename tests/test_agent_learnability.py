@@ -102,3 +102,15 @@ def test_trained_agent_through_the_context_policy():
     assert report["terminations"] == {"answer": 70}
     assert report["max_turns_in_episode"] <= 4 and report["turns_before_answer_mean"] < 3
     assert report["rewrites_per_episode"] == 0 and report["turns_with_placeholder_view"] == 0
+
+
+@pytest.mark.repro
+def test_table3_in_miniature_search_trajectories_in_sft():
+    """Result 2: 400 SFT steps from the same base with vs. without the fresh-world search trajectories. Measured:
+    0 of 70 correct either way (not asserted: no accuracy difference at this budget); with them 69 of 70 episodes
+    answer and the critic fails 12.8% of turns, without them all 70 end `error` and it fails every turn."""
+    _chain()
+    with_search = _eval(os.path.join(CHAIN, "sft_search"))
+    without = _eval(_chain(with_search=False))
+    assert with_search["terminations"].get("answer", 0) >= 60 and without["terminations"].get("answer", 0) <= 5
+    assert with_search["turn_fail_rate"] < without["turn_fail_rate"] - 0.5  # measured 0.128 vs 1.0
