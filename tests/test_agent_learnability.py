@@ -1,8 +1,10 @@
-"""Issue 13's diagnostic of why the toy search agent cannot learn, as long reproductions (`pytest -m repro`).
+"""Issue 13 as long reproductions (`pytest -m repro`): why the toy search agent could not learn, and its four
+measured results.
 
 The toy SFT model copies nothing from its context; a toy base model pretrained on freshly generated worlds'
-pages (nanbeige41.toy_world.pretraining_docs, the analogue of the recipe's Nanbeige4-3B-Base) does. Measured
-with bench/agent_learnability.py's induction probe (README, "The agent stage")."""
+pages (nanbeige41.toy_world.pretraining_docs, the analogue of the recipe's Nanbeige4-3B-Base) does. From it, SFT
+on fresh-world search trajectories and the agent stage give the results in the README ("Issue 13's chain"),
+asserted below with the margins measured there (bench/agent_learnability.py)."""
 import json
 import os
 import subprocess
