@@ -320,6 +320,25 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
     return records
 
 
+def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=None, seed=0):
+    """sft_trajectories over freshly generated worlds, each searched with its own tools: entity names do not
+    repeat across worlds, so a model cannot write a memorised name into its query and be right; copying the
+    name from the question (first hop) or the last observation (later hops) is the only thing that works.
+    This is what makes the toy agent learnable (README, "The agent stage"). Never the shipped world (seed 0),
+    whose test questions are the held-out evaluation."""
+    if 0 in world_seeds:
+        raise ValueError("world seed 0 is the shipped world: its test questions are held out")
+    records = []
+    for world_seed in world_seeds:
+        world = toy_world.generate_world(world_seed)
+        questions = toy_world.synthesize_questions(world, questions_per_world, seed=world_seed + seed,
+                                                   hop_weights=hop_weights or {1: 2, 2: 3, 3: 2, 4: 1},
+                                                   test_fraction=0.0)
+        for r in sft_trajectories(world, questions, seed=world_seed + seed):
+            records.append({**r, "id": f"w{world_seed}-{r['id']}"})
+    return records
+
+
 # -----------------------------------------------------------------------------
 # The agent loop: ReAct in the family's chat format, context policy, token in / token out
 

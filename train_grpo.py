@@ -69,7 +69,7 @@ import torch.distributed as dist
 import code_judge
 import reward_models
 import search_agent
-from nanbeige41 import agent_policies, paths, search_tools
+from nanbeige41 import agent_policies, paths, search_tools, toy_world
 from nanbeige41.checkpoint import (CheckpointError, check_hf_checkpoint, latest_checkpoint, load_checkpoint,
                                    save_checkpoint, save_hf, truncate_metrics)
 from nanbeige41.cli import finite_float, non_negative_float, non_negative_int, positive_float, positive_int
@@ -507,13 +507,19 @@ def general_env(stage, args, tokenizer, log, device):
 # agent (sections 2.2, 2.4)
 
 def agent_env(args, tokenizer, log):
-    rows = read_jsonl(args.data or paths.TOY_QUESTIONS)
+    if args.agent_world_seed:  # a freshly generated world, its questions split 80/20 as the shipped one's
+        world = toy_world.generate_world(args.agent_world_seed)
+        rows = toy_world.synthesize_questions(world, seed=args.agent_world_seed)
+        wiki = search_tools.LocalWiki(world)
+        toolbox = search_tools.Toolbox(wiki, wiki, search_tools.sandboxed_python())
+    else:
+        rows = read_jsonl(args.data or paths.TOY_QUESTIONS)
+        toolbox = search_tools.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     train = [r for r in rows if r.get("split", "train") == "train"]
     held_out = [r for r in rows if r.get("split") == "test"]
     if args.agent_max_hops:  # an easier curriculum: train (and evaluate) on questions of at most this many hops
         train = [r for r in train if r.get("hops", 1) <= args.agent_max_hops]
         held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
-    toolbox = search_tools.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
                                       max_context_tokens=args.agent_context)
     critic = search_agent.RuleCritic()
@@ -648,6 +654,9 @@ def parse_args(argv=None):
     p.add_argument("--turn-penalty", type=finite_float, default=0.5)
     p.add_argument("--agent-max-hops", type=non_negative_int, default=0,
                    help="train/evaluate on questions of <= this many hops (0: all)")
+    p.add_argument("--agent-world-seed", type=non_negative_int, default=0,
+                   help="questions and tools of a freshly generated toy world (0: the shipped one); the toy agent's SFT "
+                        "never saw it, and the shipped tokenizer splits its names into common pieces")
     # Memory
     p.add_argument("--micro-batch-tokens", type=positive_int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "

@@ -99,6 +99,9 @@ p.add_argument("--pack-pool-rows", type=positive_int, default=64, help="rows pac
 p.add_argument("--strict", action="store_true", help="a bad conversation is an error instead of skipped")
 # Optimisation
 p.add_argument("--max-steps", type=positive_int, default=None)
+p.add_argument("--stop-after", type=positive_int, default=None,
+               help="stop (and save) after this step of the --max-steps schedule (the toy agent's base model: "
+                    "step 300 of 600 copied names better than a 300-step schedule)")
 p.add_argument("--batch-tokens", type=positive_int, default=None, help="global tokens per optimizer step")
 p.add_argument("--micro-batch-tokens", type=positive_int, default=None, help="tokens per rank per micro-step (default: no accumulation)")
 p.add_argument("--lr", type=positive_float, default=None)
@@ -362,7 +365,7 @@ for s in stages:
            f"({s['accum']} micro-steps of {s['micro_rows']} rows per rank), mixture {s['mixture']}")
 model.train()
 bad_steps, t_start, steps_timed = 0, time.time(), 0
-while step < args.max_steps:
+while step < min(args.stop_after or args.max_steps, args.max_steps):
     step += 1
     t0 = time.time()
     i = stage_at(step)
@@ -432,7 +435,7 @@ while step < args.max_steps:
                f"as it was: {ckpt.latest_checkpoint(args.out)}")
         D.cleanup()
         sys.exit(1)
-    if bad_steps == 0 and (step % args.save_every == 0 or step == args.max_steps):
+    if bad_steps == 0 and (step % args.save_every == 0 or step in (args.max_steps, args.stop_after)):
         save(step)
 
 # -----------------------------------------------------------------------------

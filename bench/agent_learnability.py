@@ -1,13 +1,17 @@
-"""Can the toy model learn the search agent's task? The diagnostic behind issue 13's toy base model.
+"""Can the toy model learn the search agent's task? Issue 13's chain to a toy agent, its probes and evaluations.
 
-    python bench/agent_learnability.py --out runs/diag --variant base      # pretrain -> SFT -> search SFT -> eval
-    python bench/agent_learnability.py --out runs/diag --variant nobase    # SFT -> search SFT -> eval
-    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 64 --eval-n 32   # probes + eval only
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant search     # base -> 3 SFT stages -> eval
+    python bench/agent_learnability.py --out runs/toy/agent_chain --variant nosearch   # first SFT stage's budget, no search
+    python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 32          # probes + held-out eval only
+    python bench/agent_learnability.py --out x --probe-only CKPT --long-horizon --max-hops 0   # context-policy run
 
-Each variant runs the project's own scripts (train_sft.py) and scores the result with
-search_agent.evaluate_agent on held-out questions of the shipped world: accuracy by hops, turns,
-terminations, and the cheapest signal of all, how often the first search query contains the question's
-head entity (copied from the question). Prints one JSON line per variant and writes OUT/VARIANT/eval.json.
+The chain (build_chain) runs the project's own train_sft.py: a toy base model on fresh worlds' text, then SFT
+stages with pretraining-text replay and search trajectories over fresh worlds (SFT_STAGES). Checkpoints are built
+only when missing. A checkpoint is scored with search_agent.evaluate_agent, greedy, on held-out questions: by
+default the test split (<= 2 hops, 70 questions) of fresh world 4242, the agent stage's held-out set under
+`train_grpo.py --stage agent --agent-world-seed 4242 --agent-max-hops 2` (`--world-seed 0`: the shipped world's
+62). It prints accuracy by hops, turns, terminations, the critic's fail rate, and how often the first search
+query contains the question's head entity (copied from the question), one JSON line per evaluation.
 """
 import argparse
 import json
@@ -86,79 +90,130 @@ def induction_probe(model, tok, world_seed=999, n_pages=150):
             "name_loss_repeat": sum(again) / max(len(again), 1)}
 
 
+def held_out_questions(max_hops=0, world_seed=0):
+    """The test split (never trained on) of the shipped world's questions, or with `world_seed` of a freshly
+    generated world's (as train_grpo --agent-world-seed builds them), optionally only questions of <= max_hops
+    hops (the agent stage's held-out set under --agent-max-hops)."""
+    if world_seed:
+        questions = [q for q in toy_world.synthesize_questions(toy_world.generate_world(world_seed), seed=world_seed)
+                     if q["split"] == "test"]
+    else:
+        questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")
+    return [q for q in questions if not max_hops or q["hops"] <= max_hops]
+
+
+def toolbox_for(world_seed=0):
+    if not world_seed:
+        return search_tools.make_toolbox("local")
+    wiki = search_tools.LocalWiki(toy_world.generate_world(world_seed))
+    return search_tools.Toolbox(wiki, wiki, search_tools.sandboxed_python())
+
+
+def long_horizon(ckpt, n, max_hops=0, world_seed=0, max_turns=60, keep_last_k=2, rewrite_slack=1, context=2048):
+    """The trained agent through the context policy with room for long episodes (issue 13, result 4): greedy,
+    up to `max_turns` turns, only the last `keep_last_k` tool results verbatim (a rewrite once k + slack have
+    accumulated). Reports the turns it sustains before answering and how often the keep-last-K view rewrite
+    happens (turns whose prompt was re-rendered with older results replaced by the placeholder)."""
+    model = Transformer.from_pretrained(ckpt).eval()
+    tok = Tokenizer.from_pretrained(ckpt)
+    config = sa.AgentConfig(max_turns=max_turns, max_new_tokens=128, max_context_tokens=context,
+                            keep_last_k=keep_last_k, rewrite_slack=rewrite_slack)
+    ev = sa.evaluate_agent(model, tok, held_out_questions(max_hops, world_seed)[:n], toolbox_for(world_seed), config,
+                           batch=n)
+    recs = ev.pop("records")
+    turns = [t for r in recs for t in r["turns"]]
+    new_views = [t for t in turns if not t["view"]["appended"] and t["index"] > 0]
+    answered = [len(r["turns"]) for r in recs if r["termination"] == "answer"]
+    return {"ckpt": ckpt, "max_turns": max_turns, "keep_last_k": keep_last_k, "rewrite_slack": rewrite_slack, **ev,
+            "max_turns_in_episode": max(len(r["turns"]) for r in recs),
+            "turns_before_answer_mean": sum(answered) / max(len(answered), 1),
+            "turns_with_placeholder_view": sum(t["view"]["verbatim_from"] > 0 for t in turns) / max(len(turns), 1),
+            "rewrites_per_episode": len(new_views) / max(len(recs), 1),
+            "segments_per_episode": sum(len(r["segments"]) for r in recs) / max(len(recs), 1),
+            "turns_with_dropped_history": sum(t["view"]["dropped"] > 0 for t in turns) / max(len(turns), 1)}
+
+
+def held_out_eval(ckpt, n=62, max_hops=2, world_seed=0):
+    """Greedy held-out episodes of a checkpoint, as the agent stage runs them (8 turns, 128 new tokens per turn,
+    a 2048-token window): search_agent.evaluate_agent's figures, without the records."""
+    model = Transformer.from_pretrained(ckpt).eval()
+    tok = Tokenizer.from_pretrained(ckpt)
+    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+    questions = held_out_questions(max_hops, world_seed)[:n]
+    ev = sa.evaluate_agent(model, tok, questions, toolbox_for(world_seed), config, batch=len(questions))
+    ev.pop("records")
+    return {"ckpt": ckpt, "max_hops": max_hops, "world_seed": world_seed, **ev}
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", required=True)
-    p.add_argument("--variant", default="base", choices=["base", "nobase"])
-    p.add_argument("--worlds", type=int, default=20, help="fresh worlds in the pretraining text")
-    p.add_argument("--pretrain-steps", type=int, default=1000)
-    p.add_argument("--pretrain-batch", type=int, default=8192)
-    p.add_argument("--sft-steps", type=int, default=500)
-    p.add_argument("--search-steps", type=int, default=300)
-    p.add_argument("--search-batch", type=int, default=4096)
-    p.add_argument("--eval-n", type=int, default=64)
-    p.add_argument("--probe-n", type=int, default=100)
+    p.add_argument("--out", required=True, help="the chain's directory (checkpoints built when missing)")
+    p.add_argument("--variant", default="search", choices=["search", "nosearch"],
+                   help="SFT with or without the fresh-world search trajectories")
+    p.add_argument("--eval-n", type=int, default=70)
+    p.add_argument("--max-hops", type=int, default=2, help="held-out questions of <= this many hops (0: all)")
+    p.add_argument("--probe-n", type=int, default=0, help="also print the copy and induction probes")
+    p.add_argument("--world-seed", type=int, default=4242, help="held out from a fresh world (0: the shipped one)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--probe-only", default=None, help="a checkpoint: print the probes, train nothing")
+    p.add_argument("--probe-only", default=None, help="a checkpoint: probes and evaluation only, train nothing")
+    p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
     args = p.parse_args()
-    if args.probe_only:
-        model = Transformer.from_pretrained(args.probe_only).eval()
-        tok = Tokenizer.from_pretrained(args.probe_only)
-        questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")
-        print(json.dumps({"ckpt": args.probe_only, **induction_probe(model, tok), **copy_probe(
-            model, tok, toy_world.load_world(paths.TOY_WORLD), questions[:args.probe_n])}), flush=True)
-        if args.eval_n:  # greedy held-out episodes: 8 turns, 128 new tokens per turn, a 2048-token window
-            config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-            ev = sa.evaluate_agent(model, tok, questions[:args.eval_n], search_tools.make_toolbox("local"), config,
-                                   batch=args.eval_n)
-            ev.pop("records")
-            print(json.dumps(ev))
+    if args.probe_only and args.long_horizon:
+        print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops, args.world_seed)))
         return
-    out = os.path.join(args.out, args.variant)
-    os.makedirs(out, exist_ok=True)
-    times = {}
-    init = []
-    if args.variant == "base":
-        pre = os.path.join(out, "pretrain.jsonl")
-        data.write_jsonl(pre, toy_world.pretraining_docs(range(1, args.worlds + 1)))
-        times["pretrain"] = sh(["train_sft.py", "--config", "toy", "--data", pre, "--mixture", "pretrain=1",
-                                "--seq-len", "512", "--batch-tokens", str(args.pretrain_batch), "--max-steps",
-                                str(args.pretrain_steps), "--eval-data", "--out", os.path.join(out, "base"),
-                                "--seed", str(args.seed), "--quiet"], os.path.join(out, "pretrain.log"))
-        init = ["--init", os.path.join(out, "base")]
-    times["sft"] = sh(["train_sft.py", "--config", "toy", *init, "--max-steps", str(args.sft_steps),
-                       "--out", os.path.join(out, "sft"), "--seed", str(args.seed), "--quiet"],
-                      os.path.join(out, "sft.log"))
-    search = os.path.join(ROOT, "data", "toy", "sft", "search.jsonl")
-    if args.search_steps:
-        times["search"] = sh(["train_sft.py", "--config", "toy", "--init", os.path.join(out, "sft"), "--data", search,
-                              "--mixture", "search=1", "--seq-len", "1024", "--batch-tokens", str(args.search_batch),
-                              "--max-steps", str(args.search_steps), "--lr", "1e-3", "--eval-data",
-                              "--out", os.path.join(out, "search"), "--seed", str(args.seed), "--quiet"],
-                             os.path.join(out, "search.log"))
-    ckpt = os.path.join(out, "search" if args.search_steps else "sft")
-    model = Transformer.from_pretrained(ckpt).eval()
-    if torch.cuda.is_available():
-        model = model.cuda()
-    tok = Tokenizer.from_pretrained(ckpt)
-    probe = copy_probe(model, tok, toy_world.load_world(paths.TOY_WORLD),
-                       toy_world.load_questions(paths.TOY_QUESTIONS, "test")[:args.probe_n])
-    print(json.dumps(probe), flush=True)
-    questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")[:args.eval_n]
-    toolbox = search_tools.make_toolbox("local")
-    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
-    t = time.time()
-    ev = sa.evaluate_agent(model, tok, questions, toolbox, config, batch=64)
-    times["eval"] = time.time() - t
-    recs = ev.pop("records")
-    first_queries = [next((c["arguments"] for tt in r["turns"] for c in tt["tool_calls"]), None) for r in recs[:6]]
-    result = {"variant": args.variant, **probe, **ev, "times": times, "examples": [
-        {"q": q["question"], "first_call": fq, "answer": r["final_answer"], "gold": q["answer"]}
-        for q, r, fq in zip(questions, recs, first_queries)]}
-    with open(os.path.join(out, "eval.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    print(json.dumps(result))
+    ckpt = args.probe_only or build_chain(args.out, args.variant == "search", args.seed)
+    if args.probe_n:
+        model = Transformer.from_pretrained(ckpt).eval()
+        tok = Tokenizer.from_pretrained(ckpt)
+        print(json.dumps({"ckpt": ckpt, **induction_probe(model, tok), **copy_probe(
+            model, tok, toy_world.load_world(paths.TOY_WORLD), held_out_questions(0)[:args.probe_n])}), flush=True)
+    if args.eval_n:
+        print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops, args.world_seed)))
 
+
+# The SFT stages of the toy agent (issue 13), each from the previous checkpoint, one 1024-token stage at the toy
+# lr 2e-3 with 25% pretraining-text replay (keeps the base's copying): (name, steps, mixture, search trajectories
+# as fresh_world_trajectories(world seeds, questions per world, hop weights)). "nosearch" is Table 3's ablation:
+# the first stage's budget without the search trajectories.
+SFT_STAGES = [
+    ("sft_search", 400, "code=5,general=10,stem=5,tool=10,search=45,pretrain=25",
+     (range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1})),
+    ("sft_search2", 600, "code=5,general=5,tool=5,search=60,pretrain=25", (range(2000, 2200), 30, {1: 1, 2: 2})),
+    ("sft_search3", 600, "general=5,search=70,pretrain=25", (range(3000, 3300), 20, {1: 1, 2: 1})),
+]
+NOSEARCH = ("sft_nosearch", 400, "code=5,general=10,stem=5,tool=10,pretrain=25", None)
+
+
+def build_chain(out, with_search=True, seed=0, log=print):
+    """The toy agent's checkpoints in OUT, each built only when missing (the repro tests reuse them):
+    base/          the toy base model: 30 fresh worlds' text (pretraining_docs), step 300 of a 600-step schedule x
+                   4k tokens at seq 512 (6 min on one core);
+    sft_search*/   SFT_STAGES from the base (5.7 + ~9 + ~9 min here); sft_nosearch/ with_search=False.
+    Returns the last checkpoint."""
+    os.makedirs(out, exist_ok=True)
+    pre = os.path.join(out, "pretrain.jsonl")
+    if not os.path.isfile(pre):
+        data.write_jsonl(pre, toy_world.pretraining_docs(range(1, 31)))
+    prev = os.path.join(out, "base")
+    if not os.path.isfile(os.path.join(prev, "model.safetensors")):
+        log(f"building {prev}: " + str(sh(["train_sft.py", "--config", "toy", "--data", pre, "--mixture", "pretrain=1",
+                                           "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600",
+                                           "--stop-after", "300", "--eval-data", "--out", prev, "--seed", str(seed),
+                                           "--quiet"], prev + ".log")))
+    for name, steps, mixture, search in SFT_STAGES if with_search else [NOSEARCH]:
+        ckpt = os.path.join(out, name)
+        if not os.path.isfile(os.path.join(ckpt, "model.safetensors")):
+            files = [pre] + [os.path.join(ROOT, "data", "toy", "sft", f"{d.split('=')[0]}.jsonl")
+                             for d in mixture.split(",") if d.split("=")[0] not in ("search", "pretrain")]
+            if search:
+                files.append(os.path.join(out, name + "_trajectories.jsonl"))
+                data.write_jsonl(files[-1], sa.fresh_world_trajectories(search[0], search[1], search[2]))
+            log(f"building {ckpt}: " + str(sh(["train_sft.py", "--config", "toy", "--init", prev, "--seq-len", "1024",
+                                               "--data", *files, "--mixture", mixture, "--max-steps", str(steps),
+                                               "--eval-data", "--out", ckpt, "--seed", str(seed), "--quiet"],
+                                              ckpt + ".log")))
+        prev = ckpt
+    return prev
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import search_agent as sa
-from nanbeige41 import qa_scoring, search_tools
+from nanbeige41 import paths, qa_scoring, search_tools
 from nanbeige41 import toy_world
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -368,6 +368,27 @@ def test_sft_records_fit_a_toy_context():
     lengths = [len(tok.encode_chat(r["messages"], r["tools"])[0]) for r in map(json.loads, open(path, encoding="utf-8"))]
     assert max(lengths) < 950  # measured 842 (mean 677) with the shipped toy tokenizer; < ~900 is the target
 
+
+
+def test_fresh_world_trajectories_never_repeat_a_head_and_replay_on_their_own_world():
+    # Issue 13: search SFT over fresh worlds, so no name can be memorised; the shipped world (seed 0) is refused
+    records = sa.fresh_world_trajectories([11, 12], questions_per_world=20, hop_weights={1: 1, 2: 1})
+    assert len(records) >= 30 and len({r["id"] for r in records}) == len(records)
+    shipped = {e["title"] for e in toy_world.load_world(paths.TOY_WORLD)["entities"]}
+    heads = {w: {r["messages"][2]["tool_calls"][0]["function"]["arguments"]["query"] for r in records
+                 if r["id"].startswith(f"w{w}-")} for w in (11, 12)}
+    assert heads[11] and heads[12] and not heads[11] & heads[12]
+    for r in records[::5]:  # every observation replays from its own world's tools, none from the shipped one
+        world = int(r["id"].split("-")[0][1:])
+        tools = search_tools.Toolbox(search_tools.LocalWiki(toy_world.generate_world(world)), None)
+        tools.reader = tools.searcher
+        for m, nxt in zip(r["messages"][2:-1], r["messages"][3:]):
+            if m["role"] == "assistant":
+                call = m["tool_calls"][0]["function"]
+                assert nxt["content"] == tools.call(call["name"], call["arguments"])[0]
+        assert not any(t in r["messages"][1]["content"] for t in shipped if len(t) > 12)
+    with pytest.raises(ValueError, match="shipped world"):
+        sa.fresh_world_trajectories([0, 1])
 
 
 def test_sft_trajectories_train_every_turn_with_its_reasoning():
