@@ -320,6 +320,29 @@ def parse_verdicts(text, n):
     return out
 
 
+def score_rollouts(rm, tokenizer, stage, items, texts, log):
+    """GRPO's point / pair reward of each rollout text (items: records with `messages`, and `reference` for pair):
+    one batched call; if it fails, one call per rollout, so a bad one scores 0 with a log line instead of taking
+    the step down."""
+    fn = point_rewards if stage == "point" else pair_rewards
+
+    def call(batch, batch_texts):
+        refs = [] if stage == "point" else [[r["reference"] for r in batch]]
+        return fn(rm, tokenizer, [r["messages"] for r in batch], batch_texts, *refs)
+    try:
+        return call(items, texts)
+    except Exception as e:  # noqa: BLE001 — fall back to one sample at a time to isolate the bad one
+        log(f"batched RM scoring failed ({type(e).__name__}: {e}); scoring one by one")
+    scores = []
+    for item, text in zip(items, texts):
+        try:
+            scores.append(call([item], [text])[0])
+        except Exception as e:  # noqa: BLE001 — one bad sample must not end the run
+            log(f"reward error on {item.get('id')}: {type(e).__name__}: {e}")
+            scores.append(0.0)
+    return scores
+
+
 def endpoint_judge(base_url, model, **http):
     """A judge backed by any OpenAI-compatible /chat/completions endpoint (temperature 0; the key from
     $OPENAI_API_KEY, retries as every network call: nanbeige41.openai_api; `http`: retries=, timeout_s=)."""

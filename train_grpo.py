@@ -386,19 +386,9 @@ def ensure_toy_init(stage, log, world):
 
 
 # -----------------------------------------------------------------------------
-# What each stage trains on and how it is scored (paper 2.4): the prompt sets and reward functions of the
-# cascaded RL stages, behind one small record so the loop below reads the same for all five.
-#
-# | stage | items                                   | reward                                                    |
-# |-------|-----------------------------------------|-----------------------------------------------------------|
-# | point | general prompts (data/toy/rl_prompts)   | point-wise RM score (reward_models.point_rewards)         |
-# | pair  | general prompts + a reference answer    | 1 if the rollout beats the reference (pair_rewards)       |
-# | code1 | code problems (LCB layout)              | w_f R_format + w_c R_correctness (code_judge.code_reward) |
-# | code2 | code problems with optimal complexity   | + w_t R_time, only when every test passes (code_reward)   |
-# | agent | multi-hop questions over the toy world  | answer score; turn verdicts from the critic (search_agent)|
-#
-# A reward function never takes the run down: an exception while scoring one sample gives that sample
-# reward 0 and is logged with its item id (a code-judge timeout is already a normal zero).
+# What each stage trains on and how it is scored (paper 2.4; the table at the top): the prompt sets and reward
+# functions of the five stages behind one small record, so the loop below reads the same for all of them. A reward
+# function never takes the run down: an exception while scoring one sample gives it reward 0 and a log line.
 
 @dataclass
 class Env:
@@ -479,20 +469,7 @@ def general_env(stage, args, tokenizer, log, device):
     rm_tok = tokenizer.__class__.from_pretrained(rm_path)
 
     def reward(items, texts, truncated):
-        prompts = [r["messages"] for r in items]
-        try:
-            if stage == "point":
-                scores = reward_models.point_rewards(rm, rm_tok, prompts, texts)
-            else:
-                scores = reward_models.pair_rewards(rm, rm_tok, prompts, texts, [r["reference"] for r in items])
-        except Exception as e:  # noqa: BLE001 — fall back to one sample at a time to isolate the bad one
-            log(f"batched RM scoring failed ({type(e).__name__}: {e}); scoring one by one")
-            fn = reward_models.point_rewards if stage == "point" else reward_models.pair_rewards
-
-            def one(item, text, _):
-                extra = [] if stage == "point" else [[item["reference"]]]
-                return {"total": fn(rm, rm_tok, [item["messages"]], [text], *extra)[0]}
-            scores = [r["total"] for r in safe_rewards(one, items, texts, truncated, lambda r: r["id"], log)]
+        scores = reward_models.score_rollouts(rm, rm_tok, stage, items, texts, log)
         # defect rates the point-wise stage is meant to push down (section 2.1.2)
         answers = [reward_models.split_response(t)[1] for t in texts]
         return [{"total": float(s), "rm_score": float(s), "repetitive": float(is_repetitive(a)),
@@ -564,16 +541,12 @@ def make_env(stage, args, tokenizer, log, device="cpu"):
 # -----------------------------------------------------------------------------
 # Command line
 
-# Per-config, per-stage defaults of the flags left unset (None below).
-# toy: measured on 2 CPU cores (README). The toy SFT model solves ~5% of its code prompts when sampling at T=1.0
-# but ~11-21% at T=0.5-0.7: at T=1.0 too few groups of 8 have 1-5 successes to learn from. code2 at 2e-4 overfit
-# its ~25 filtered problems (held-out pass rate 0.50 -> 0.29 in 30 steps); at 5e-5 held-out R_time rose.
-# 3b: the paper where it says (8 rollouts per prompt; every problem through the k in [1, 5] of 8 filter; 256k
-# context and hundreds of agent turns, sections 2.2-2.4); where it does not, the common settings of published GRPO
-# runs on 1.5B-32B models (DeepSeekMath, DAPO, DeepScaleR, Skywork-OR1): lr 1e-6 after a short warm-up,
-# 128 prompts x 8 rollouts per step, T = 1.0, responses of 16k (general) to 32k (code) tokens; LiveCodeBench's 6 s
-# per test. Step counts are our choice (the paper gives none). rollout_batch 16: the KV cache of 16 x (8k prompt +
-# 32k response) fits beside the sharded model on an 80 GiB GPU, 64 does not (python -m nanbeige41.plan --stage grpo).
+# Per-config, per-stage defaults of the flags left unset (None below). toy: measured on 2 CPU cores (README; the code
+# stages sample at T = 0.7, where the toy SFT model solves enough prompts for groups of 8 to carry signal, and code2
+# overfit its ~25 filtered problems at lr 2e-4). 3b: the paper where it says (G = 8, the k in [1, 5] of 8 filter on
+# every problem, 256k context and hundreds of agent turns); elsewhere published GRPO practice (DeepSeekMath, DAPO,
+# DeepScaleR, Skywork-OR1): lr 1e-6, 128 prompts x 8 rollouts, T = 1.0, 16k-32k responses, LiveCodeBench's 6 s per
+# test; step counts are ours. rollout_batch 16: its KV cache fits an 80 GiB GPU, 64 does not (nanbeige41.plan).
 _TOY = dict(max_steps=20, prompts_per_step=8, max_new_tokens=96, lr=2e-5, warmup_steps=2, temperature=1.0,
             filter_max_items=0, eval_items=64, test_time_s=2.0, agent_max_turns=8, agent_context=2048, rollout_batch=64)
 _3B = dict(max_steps=500, prompts_per_step=128, max_new_tokens=16384, lr=1e-6, warmup_steps=10, temperature=1.0,

@@ -279,3 +279,19 @@ def test_swap_regulariser_cuts_position_bias(tmp_path, tiny_init):
     # measured: 0.17 without the regulariser vs 0.007 with it (20 steps of 8 pairs); 0.6-1.5 vs 0.01-0.14 over
     # steps 10-60 with 16 pairs per step
     assert with_reg["position_bias"] * 4 <= without["position_bias"], (with_reg, without)
+
+
+def test_score_rollouts_isolates_a_sample_the_rm_cannot_score(tiny_init, tok):
+    """GRPO's point/pair scoring: one bad record (here a pair item without its reference) fails the batched call;
+    the fallback scores the others one by one, exactly as alone, and gives the bad one 0 with a log line."""
+    torch.manual_seed(0)
+    rm = rmod.RewardModel(Transformer.from_pretrained(tiny_init), "pair", 256).eval()
+    prompt = [{"role": "user", "content": "What colour is a droka?"}]
+    items = [{"id": "a", "messages": prompt, "reference": "Green."}, {"id": "bad", "messages": prompt},
+             {"id": "c", "messages": prompt, "reference": "Blue."}]
+    texts = ["Green.", "Red.", "Green. Green. Green."]
+    logged = []
+    scores = rmod.score_rollouts(rm, tok, "pair", items, texts, logged.append)
+    alone = [rmod.score_rollouts(rm, tok, "pair", [items[i]], [texts[i]], logged.append)[0] for i in (0, 2)]
+    assert scores[1] == 0.0 and [scores[0], scores[2]] == alone
+    assert any("scoring one by one" in line for line in logged) and any("bad" in line for line in logged)
