@@ -86,8 +86,8 @@ def make_server(ckpt, host="127.0.0.1", port=0, device="cpu"):
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # quiet
-            pass
+        def log_message(self, *args):
+            """Quiet: no per-request access log."""
 
         def _reply(self, code, obj):
             data = json.dumps(obj).encode()

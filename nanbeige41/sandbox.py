@@ -374,10 +374,8 @@ def _kill(proc, namespaced=True):
         with contextlib.suppress(ProcessLookupError):
             pidfds.append(os.pidfd_open(pid))  # from here on the fd names this process, never a reused pid
     for fd in pidfds:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(fd, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + 10
     for fd in pidfds:  # readable once it has exited: its namespace is empty by then
         select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
@@ -386,14 +384,10 @@ def _kill(proc, namespaced=True):
         launcher = os.pidfd_open(proc.pid)
         select.select([launcher], [], [], 1.0)
         os.close(launcher)
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, 9)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         proc.kill()
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -525,10 +519,8 @@ def run_tests(code, inputs, *, lang="python", mode="stdin", func_name=None, limi
             shutil.rmtree(workdir, ignore_errors=True)
         sel.close()
         for stream in (proc.stdout, proc.stderr, proc.stdin):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         if ended:
             break
         if pos < len(todo):

@@ -123,7 +123,7 @@ def child(code, text, functional, fd_in, fd_out, fd_ret):
     except BaseException:
         rc = 10
     try: sys.stdout.flush()
-    except BaseException: pass
+    except BaseException: pass  # a failing flush (closed stdout, EFBIG) must not change rc
     os._exit(rc)
 def run_python(functional):
     try:

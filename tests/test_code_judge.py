@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import code_judge as cj  # noqa: E402
 from nanbeige41 import complexity, lcb, sandbox
+from http_fakes import FakeHandler
 
 LCB_ROW = "/work/shared/fixtures/livecodebench/code_generation_lite_1873_A.jsonl"
 TOY = os.path.join(ROOT, "data", "toy", "code_problems.jsonl")
@@ -228,7 +229,7 @@ def test_fast_because_wrong_gets_no_time_reward():
     assert c["measured"]["outputs_match_reference"] is False and c["meets_optimal"] is False
 
 
-class _ChatHandler(http.server.BaseHTTPRequestHandler):
+class _ChatHandler(FakeHandler):
     requests = []
 
     def do_POST(self):
@@ -236,14 +237,8 @@ class _ChatHandler(http.server.BaseHTTPRequestHandler):
         _ChatHandler.requests.append((self.path, body, self.headers.get("Authorization")))
         reply = {"choices": [{"message": {"role": "assistant", "content": '{"complexity": "O(N log N)"}'}}]}
         data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(data)
 
-    def log_message(self, *args):
-        """Keep the test output quiet (no per-request access log)."""
 
 
 def test_model_complexity_judge_over_openai_compatible_http(monkeypatch):

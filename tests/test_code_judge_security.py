@@ -4,6 +4,7 @@ Each program attacks the judge; the test's expected output is exactly what the p
 its attack WORKS (the leaked secret, "wrote", "hijacked", the data sent by a host server...), so an
 escape shows up as AC. Every program must score 0 with the expected verdict. After the battery: no
 process of a sandbox uid left, no file planted outside the sandbox."""
+import contextlib
 import json
 import os
 import re
@@ -192,10 +193,8 @@ def launcher_children():
 def planted_files():
     found = []
     for d in PLANT_DIRS + [os.getcwd()]:
-        try:
+        with contextlib.suppress(OSError):  # a directory that does not exist holds nothing planted
             found += [os.path.join(d, f) for f in os.listdir(d) if MARK in f or f in ("sitecustomize.py", "cj_hijack.pth")]
-        except OSError:
-            pass
     return found
 
 

@@ -6,13 +6,14 @@ import json
 import os
 import threading
 from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 import data_synth
 import search_agent
 from nanbeige41 import synth
+from http_fakes import FakeHandler
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBLEMS = os.path.join(REPO, "data", "toy", "code_problems.jsonl")
@@ -317,7 +318,7 @@ def test_code_sft_keeps_only_passing_time_optimal_solutions(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- LLM steps on 127.0.0.1
 
-class FakeChat(BaseHTTPRequestHandler):
+class FakeChat(FakeHandler):
     """OpenAI chat JSON; replies chosen by what the prompt asks. `garbage` answers 200 with a non-JSON body."""
     requests = []
     garbage = False
@@ -359,14 +360,8 @@ class FakeChat(BaseHTTPRequestHandler):
             reply = "?"
         message = message or {"role": "assistant", "content": reply}
         data = (b"not json at all" if reply is None else json.dumps({"choices": [{"message": message}]}).encode())
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(data)
 
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 import torch
@@ -14,6 +14,7 @@ import torch
 import evaluate as ev
 from nanbeige41 import benchmarks as B
 from nanbeige41.tokenizer import Tokenizer, toy_tokenizer_path
+from http_fakes import FakeHandler
 
 LCB_ROW = "/work/shared/fixtures/livecodebench/code_generation_lite_1873_A.jsonl"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -340,11 +341,9 @@ def test_seeded_sampling_is_deterministic(tiny, tmp_path):
 
 # ----------------------------------------------------------------------------- endpoint mode
 
-class FakeOpenAI(BaseHTTPRequestHandler):
+class FakeOpenAI(FakeHandler):
     requests = []
 
-    def log_message(self, *args):
-        """Keep the test output quiet (no per-request access log)."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -355,11 +354,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             msg = {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function", "function": {
                 "name": "get_weather", "arguments": json.dumps({"city": "Varo"})}}]}
         data = json.dumps({"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(data)
 
 
 @pytest.fixture

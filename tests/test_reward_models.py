@@ -4,7 +4,7 @@ import json
 import math
 import random
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 import pytest
 import torch
@@ -13,6 +13,7 @@ import reward_models as rmod
 from nanbeige41 import toy_chat
 from nanbeige41.checkpoint import CheckpointError
 from nanbeige41.model import ModelConfig, Transformer
+from http_fakes import FakeHandler
 
 # a backbone small enough to train in seconds on a busy CPU; the toy tokenizer's 4096 ids
 TINY = dict(vocab_size=4096, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
@@ -183,7 +184,7 @@ def test_rule_checklist_filter_on_toy_pairs():
     assert same and not any(k["chosen"] == k["rejected"] for k in kept)  # weak == strong never survives
 
 
-class _Judge(BaseHTTPRequestHandler):
+class _Judge(FakeHandler):
     """A fake OpenAI-compatible judge: every checklist item passes unless the response repeats itself; a response
     containing GARBAGE gets an unparseable reply."""
     requests = []
@@ -197,14 +198,8 @@ class _Judge(BaseHTTPRequestHandler):
         verdict = "no" if toy_chat.is_repetitive(response) else "yes"
         content = "I cannot grade this" if "GARBAGE" in response else "Verdicts: " + json.dumps([verdict] * n)
         out = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        self.reply(out)
 
-    def log_message(self, *args):
-        """Keep the test output quiet (no per-request access log)."""
 
 
 def test_endpoint_judge_against_a_local_server(monkeypatch):

@@ -5,13 +5,14 @@ import math
 import os
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 import search_agent as sa
 from nanbeige41 import paths, qa_scoring, search_tools
 from nanbeige41 import toy_world
+from http_fakes import FakeHandler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,28 +108,18 @@ def test_python_tool_only_through_the_sandbox(wiki):
 
 # ----------------------------------------------------------------------------- web backends on 127.0.0.1
 
-class FakeWeb(BaseHTTPRequestHandler):
+class FakeWeb(FakeHandler):
     """Speaks Serper's and Jina Reader's JSON. Queries / urls containing a mode word misbehave."""
     hits = {}
 
-    def log_message(self, *args):
-        """Keep the test output free of per-request log lines."""
-
-    def _send(self, status, body, content_type="application/json"):
-        data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _misbehave(self, key):
         FakeWeb.hits[key] = FakeWeb.hits.get(key, 0) + 1
         if "fail500" in key or ("flaky" in key and FakeWeb.hits[key] <= 2):
-            self._send(500, {"error": "boom"})
+            self.reply(status=500, body={"error": "boom"})
             return True
         if "notfound" in key:
-            self._send(404, {"error": "no"})
+            self.reply(status=404, body={"error": "no"})
             return True
         if "slow" in key:
             time.sleep(0.5)
@@ -139,7 +130,7 @@ class FakeWeb(BaseHTTPRequestHandler):
         FakeWeb.last_key = self.headers.get("X-API-KEY")
         if self._misbehave(body["q"]):
             return
-        self._send(200, {"searchParameters": {"q": body["q"]}, "organic": [
+        self.reply(status=200, body={"searchParameters": {"q": body["q"]}, "organic": [
             {"title": f"Result {i} for {body['q']}", "link": f"https://example.org/{i}",
              "snippet": f"snippet {i}", "position": i} for i in range(1, body["num"] + 3)]})
 
@@ -148,9 +139,9 @@ class FakeWeb(BaseHTTPRequestHandler):
         if self._misbehave(target):
             return
         if "plain" in target:
-            self._send(200, "Title: plain\n\nJust text. The capital is Kessa.", "text/plain")
+            self.reply("Title: plain\n\nJust text. The capital is Kessa.", 200, "text/plain")
             return
-        self._send(200, {"code": 200, "status": 20000, "data": {
+        self.reply(status=200, body={"code": 200, "status": 20000, "data": {
             "title": "Example page", "url": target,
             "content": "Intro sentence. The capital of Velmoria is Kessa. Other things."}})
 

@@ -7,13 +7,14 @@ import sys
 import threading
 import time
 import tracemalloc
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 import torch
 
 import search_agent as sa
 from nanbeige41 import agent_policies, search_tools
+from http_fakes import FakeHandler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -272,12 +273,10 @@ def test_model_rollouts_keep_exact_ids_and_logprobs(tok, toolbox):
 
 # ----------------------------------------------------------------------------- endpoint policy
 
-class FakeOpenAI(BaseHTTPRequestHandler):
+class FakeOpenAI(FakeHandler):
     """/v1/chat/completions: first a tool call, then the answer once a tool result is in the messages."""
     bodies = []
 
-    def log_message(self, *args):
-        """Keep the test output free of per-request log lines."""
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -290,11 +289,7 @@ class FakeOpenAI(BaseHTTPRequestHandler):
                        "function": {"name": "search", "arguments": '{"query": "Mien' if broken else
                                     json.dumps({"query": "Mienveholm city in"})}}]}
         data = json.dumps({"choices": [{"message": message, "finish_reason": "stop"}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(data)
 
 
 def test_endpoint_policy(tok, toolbox, monkeypatch):
