@@ -248,10 +248,13 @@ def _sentence_naming(observation, targets):
     return None
 
 
-def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_chars=3000):
+def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_chars=3000, first_query="keywords"):
     """OpenAI-messages records solving `questions` by search/visit hops along each gold path.
 
-    The expert searches "<known entity> <relation words>"; when the result snippets already name the next
+    The expert searches "<known entity> <relation words>" (with first_query="question", its first search is
+    the question itself, verbatim: a model copies that by matching the question's own words, where a query that
+    starts with the entity's name needs it to pick the name's first token with nothing to match on; README,
+    "Issue 13's chain"); when the result snippets already name the next
     entity it moves on, otherwise it visits the known entity's page with a goal. Observations come from the
     real tools, so the data matches what the agent sees in RL. A turn the critic fails stays in the
     trajectory with `"loss": false` on its assistant message (the paper's turn-level filtering, 2.2.1 and
@@ -279,6 +282,8 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
             keywords = toy_world.SEARCH_KEYWORDS[hop["relation"]]
             goal = need if rng.random() < 0.5 else f"{keywords} {known['title']}"  # two phrasings, for variety
             name, args = "search", {"query": f"{known['title']} {keywords}"}
+            if first_query == "question" and not turns:
+                step_reasoning, args = "I search for the question itself.", {"query": q["question"]}
             found_sentence = None
             for attempt in range(3):
                 obs, ok = toolbox.call(name, args)
@@ -320,7 +325,7 @@ def sft_trajectories(world, questions, seed=0, critic=None, toolbox=None, max_ch
     return records
 
 
-def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=None, seed=0):
+def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=None, seed=0, first_query="keywords"):
     """sft_trajectories over freshly generated worlds, each searched with its own tools: entity names do not
     repeat across worlds, so a model cannot write a memorised name into its query and be right; copying the
     name from the question (first hop) or the last observation (later hops) is the only thing that works.
@@ -334,7 +339,7 @@ def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=No
         questions = toy_world.synthesize_questions(world, questions_per_world, seed=world_seed + seed,
                                                    hop_weights=hop_weights or {1: 2, 2: 3, 3: 2, 4: 1},
                                                    test_fraction=0.0)
-        for r in sft_trajectories(world, questions, seed=world_seed + seed):
+        for r in sft_trajectories(world, questions, seed=world_seed + seed, first_query=first_query):
             records.append({**r, "id": f"w{world_seed}-{r['id']}"})
     return records
 

@@ -593,6 +593,9 @@ def parse_args(argv=None):
     p.add_argument("--rollout-batch", type=positive_int, default=None, help="sequences per generate() call")
     p.add_argument("--max-seq-len", type=positive_int, default=None, help="prompt + response limit (default: the model's)")
     p.add_argument("--max-resample-rounds", type=non_negative_int, default=2, help="dynamic sampling: refills per step")
+    p.add_argument("--max-rollouts", type=positive_int, default=None,
+                   help="stop after the step at which this many rollouts have been drawn, the difficulty filter's "
+                        "included (equal-rollout comparisons: with vs. without the filter, turn credit vs. none)")
     p.add_argument("--no-dynamic-sampling", action="store_true", help="keep zero-variance groups")
     # Objective
     p.add_argument("--lr", type=positive_float, default=None)
@@ -711,6 +714,7 @@ def run(args, world, env=None):
         state = load_checkpoint(ckpt, model, optimizer)
         log(f"resumed from {ckpt} (step {state['step']})")
     by_id = {env.item_id(it): it for it in env.items}
+    rollouts = state.get("rollouts", 0)  # every rollout drawn so far: filter, dynamic-sampling refills, training
     if "pool" in state:
         pool = [by_id[i] for i in state["pool"]]
     else:
@@ -722,6 +726,7 @@ def run(args, world, env=None):
                 candidates = candidates[:args.filter_max_items]
             sync_rollout_model(model, rollout_model)
             pool, report = difficulty_filter(rollout_model, tokenizer, env, candidates, args, world, log)
+            rollouts += len(candidates) * args.filter_n
             if world.is_main:
                 with open(os.path.join(args.out, "difficulty_filter.json"), "w") as f:
                     json.dump(report, f, indent=1)
@@ -771,6 +776,7 @@ def run(args, world, env=None):
             drawn += len(items)
             fits = [it for it in items if env.rollout is not None
                     or len(env.prompt_ids(it)) + args.max_new_tokens <= max_seq]
+            rollouts += int(all_reduce_sum(float(len(fits)))) * args.group_size
             skipped += len(items) - len(fits)  # a prompt that overflows the context: skipped, counted
             seed = (args.seed * 1_000_003 + step * 997 + round_ * 31 + world.rank) % (2**31)
             samples = rollout_groups(rollout_model, tokenizer, env, fits, args, seed) if fits else []
@@ -817,10 +823,12 @@ def run(args, world, env=None):
                "overlong_frac": sums["overlong"] / max(n, 1.0),
                "filtered_groups": int(all_reduce_sum(float(dropped))),
                "skipped_prompts": int(all_reduce_sum(float(skipped))),
-               "samples": int(all_reduce_sum(float(len(kept)))), "trajectories": int(n), "grad_norm": grad_norm,
+               "samples": int(all_reduce_sum(float(len(kept)))), "trajectories": int(n), "rollouts": rollouts,
+               "grad_norm": grad_norm,
                "tok_per_s": gen_tok / dt, "step_s": dt,
                "rollout_s": dt - update_s, "update_s": update_s}
-        if args.eval_every and (step % args.eval_every == 0 or step == args.max_steps):
+        last = step == args.max_steps or (args.max_rollouts is not None and rollouts >= args.max_rollouts)
+        if args.eval_every and (step % args.eval_every == 0 or last):
             sync_rollout_model(model, rollout_model)
             row.update(evaluate_policy(rollout_model, tokenizer, env, args, world))
         if world.is_main:
@@ -834,10 +842,15 @@ def run(args, world, env=None):
             f"{row['tok_per_s']:.0f} tok/s | {dt:.1f}s | eta {eta / 60:.1f}m"
             + "".join(f" | {k} {v:.3f}" for k, v in row.items() if k.startswith("eval_")))
 
-        if step % args.save_every == 0 or step == args.max_steps:
-            trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage}
+        if step % args.save_every == 0 or last:
+            trainer_state = {"cursor": cursor, "pool": [env.item_id(it) for it in pool], "stage": args.stage,
+                             "rollouts": rollouts}
             save_checkpoint(args.out, step, model, optimizer, tokenizer, trainer_state, keep=args.keep_checkpoints,
                             sharded=args.sharded_checkpoints)
+        if last:
+            if step < args.max_steps:
+                log(f"rollout budget spent: {rollouts} >= --max-rollouts {args.max_rollouts} at step {step}")
+            break
     save_hf(model, tokenizer, args.out)  # the next stage's --init
     log(f"done: {args.out} ({(time.time() - t_start) / 60:.1f} min)")
 

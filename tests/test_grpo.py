@@ -381,3 +381,26 @@ def test_plot_writes_a_figure(tmp_path):
     assert curves["R_time"] == [(1, 0.0), (2, 0.4), (3, 0.5)] and bounds == [1]
     out = plot.main([str(tmp_path / "code1"), str(tmp_path / "code2"), "--out", str(tmp_path / "fig.png")])
     assert os.path.getsize(out) > 500
+
+
+def test_rollout_budget_counts_refills_and_stops_with_a_checkpoint(tmp_path):
+    """--max-rollouts: every rollout drawn counts (dynamic-sampling refills included, an overflowing prompt
+    not), the run stops after the step that reaches the budget and still saves its checkpoints."""
+    init, tok = _toy_init(tmp_path)
+
+    def reward(batch, texts, truncated):  # every other prompt is all-equal: its group is dropped and refilled
+        return [{"total": float(k % 2) if int(item["id"][1:]) % 2 else 1.0}
+                for k, item in enumerate(batch)]
+    items = [{"id": f"p{i}", "ids": tok.encode(f"say {i}")} for i in range(12)]
+    env = Env("budget", items, [], item_id=lambda it: it["id"], prompt_ids=lambda it: it["ids"], reward=reward)
+    args = _run_args(tmp_path, init, max_steps=50, prompts_per_step=2, group_size=4, max_rollouts=20,
+                     save_every=100)
+    train_grpo.run(args, Dist(), env=env)
+    rows = _metrics(tmp_path / "run" / "metrics.jsonl")
+    drawn = [r["samples"] + 4 * r["filtered_groups"] for r in rows]  # kept + dropped groups, 4 rollouts each
+    assert [r["rollouts"] for r in rows] == [sum(drawn[:i + 1]) for i in range(len(rows))]
+    assert sum(r["filtered_groups"] for r in rows) > 0  # refills happened and were counted
+    assert rows[-1]["rollouts"] >= 20 and all(r["rollouts"] < 20 for r in rows[:-1])
+    assert os.path.isfile(tmp_path / "run" / "model.safetensors")
+    last = rows[-1]["step"]
+    assert last < 50 and os.path.isdir(tmp_path / "run" / "checkpoints" / f"step_{last:08d}")

@@ -382,6 +382,20 @@ def test_fresh_world_trajectories_never_repeat_a_head_and_replay_on_their_own_wo
         sa.fresh_world_trajectories([0, 1])
 
 
+def test_expert_can_restate_the_question_as_its_first_search():
+    """first_query="question" (issue 13's copy-by-matching experiment): the first search is the question verbatim,
+    with no entity-first reasoning before it; later hops search "<entity> <relation words>" as before."""
+    restated = sa.fresh_world_trajectories([11], questions_per_world=20, hop_weights={2: 1}, first_query="question")
+    assert len(restated) >= 10
+    for r in restated:
+        first = r["messages"][2]
+        assert first["tool_calls"][0]["function"]["arguments"] == {"query": r["messages"][1]["content"]}
+        assert first["reasoning_content"] == "I search for the question itself."
+    later = [m["tool_calls"][0]["function"]["arguments"] for r in restated for m in r["messages"][3:]
+             if m["role"] == "assistant" and m.get("tool_calls")]
+    assert later and all(a.get("query") not in {r["messages"][1]["content"] for r in restated} for a in later)
+
+
 def test_sft_trajectories_train_every_turn_with_its_reasoning():
     # The 4.1 template drops reasoning only before the last user query; in an agent trajectory that is the question,
     # so every assistant turn after it is trained with its think block, opening <think> included, and no tool

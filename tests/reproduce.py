@@ -1,0 +1,458 @@
+"""The paper's claims in miniature (issue 18): one command builds the toy chain, measures every claim over three
+seeds and writes the figures.
+
+    python tests/reproduce.py                  # build what is missing in runs/repro, then results.json + figures
+    python tests/reproduce.py --claims 4 5     # only what claims 4 and 5 need
+    python -m pytest -m repro                  # the same chain, each claim asserted (tests/test_repro.py)
+
+Every run is one of the project's own commands (train_sft.py, reward_models.py, train_grpo.py, evaluate.py, this
+file's --measure), listed once in JOBS with the runs it starts from. A run is built only when its output is
+missing, so each claim's test reuses the checkpoints that earlier claims built; two runs go at a time, one thread
+each (on 2 cores this is ~2x the throughput of one 2-thread run; the toy models are too small for 2 threads to
+help). Logs: runs/repro/<job>.log. The README's "Reproduction" section is this file's output.
+
+| # | claim (paper)                                        | runs                                                      |
+|---|------------------------------------------------------|-----------------------------------------------------------|
+| 1 | SFT over the length curriculum teaches the formats   | sft_s{0,1,2}; format-valid rate of random init vs SFT     |
+| 2 | point-wise RL cuts repetition and truncation (2.1.2)  | rm_point; point_s* with --overlong none (the RM alone)    |
+| 3 | pair-wise RL raises the win rate; swap-consistency    | rm_pair_s*, rm_pair_noswap_s* (position bias); pair_s*    |
+| 4 | code stage 1 raises correctness (2.3)                | code1_s* from sft_s0                                      |
+| 5 | code stage 2 raises R_time, correctness holds (Fig 4) | code2_s* from code1_s*                                    |
+| 6 | the k in [1, 5] of 8 filter helps sample efficiency   | code1_s* vs code1nf_s* at the same number of rollouts    |
+| 7 | search trajectories in SFT help deep search (Tab 3)   | agent_base -> sft_search vs sft_nosearch                  |
+| 8 | turn-level supervision helps the agent (2.2)          | agent_penalty_s* vs agent_none_s* at equal rollouts       |
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+OUT = os.path.join(ROOT, "runs", "repro")
+SEEDS = (0, 1, 2)
+AGENT_WORLD = 4242  # the agent stage's fresh world; its <= 2-hop test split (70 questions) is held out
+
+
+def R(*parts):
+    return os.path.join(OUT, *parts)
+
+
+def final_rollouts(run):
+    """The rollouts a finished GRPO run drew (its last metrics line), for an equal-rollout comparison."""
+    rows = read_metrics(R(run))
+    return str(rows[-1]["rollouts"])
+
+
+def _grpo(stage, init, out, seed, *extra):
+    return ["train_grpo.py", "--stage", stage, "--init", R(init), "--out", R(out), "--seed", str(seed), *extra]
+
+
+def _agent_sft(name, search, trajectories="search_trajectories.jsonl", seed=0):
+    """Issue 13's first SFT stage from the toy base (bench/agent_learnability.SFT_STAGES[0] budget): 400 steps x 2k
+    tokens at seq 1024 with 25% pretraining-text replay, with or without fresh-world search trajectories."""
+    mixture = "code=5,general=10,stem=5,tool=10,pretrain=25" + (",search=45" if search else "")
+    files = [R("pretrain.jsonl")] + [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl")
+                                     for d in ("code", "general", "stem", "tool")]
+    if search:
+        files.append(R(trajectories))
+    return ["train_sft.py", "--config", "toy", "--init", R("agent_base"), "--seq-len", "1024", "--data", *files,
+            "--mixture", mixture, "--max-steps", "400", "--eval-data", "--out", R(name), "--seed", str(seed), "--quiet"]
+
+
+def jobs():
+    """name -> (argv for `python ROOT/argv[0] ...` (a callable is evaluated when its inputs exist), the jobs it
+    needs, the file whose existence means done)."""
+    J = {}
+    for s in SEEDS:
+        J[f"sft_s{s}"] = (["train_sft.py", "--config", "toy", "--seed", str(s), "--eval-every", "25",
+                           "--out", R(f"sft_s{s}"), "--quiet"], [], "model.safetensors")
+        J[f"format_sft_s{s}"] = (["tests/reproduce.py", "--measure", "format", f"sft_s{s}"], [f"sft_s{s}"], None)
+        J[f"format_init_s{s}"] = (["tests/reproduce.py", "--measure", "format", f"init_s{s}"], ["sft_s0"], None)
+        for swap in ("", "_noswap"):
+            J[f"rm_pair{swap}_s{s}"] = (["reward_models.py", "train", "--kind", "pair", "--init", R("sft_s0"),
+                                         "--seed", str(s), "--out", R(f"rm_pair{swap}_s{s}")]
+                                        + (["--swap-weight", "0"] if swap else []), ["sft_s0"], "reward_head.json")
+        J[f"point_s{s}"] = (_grpo("point", "sft_s0", f"point_s{s}", s, "--reward-model", R("rm_point"),
+                                  "--overlong", "none", "--max-steps", "30", "--eval-every", "10"),
+                            ["sft_s0", "rm_point"], "model.safetensors")
+        J[f"pair_s{s}"] = (_grpo("pair", "sft_s0", f"pair_s{s}", s, "--reward-model", R("rm_pair_s0"),
+                                 "--max-steps", "30", "--eval-every", "10"), ["sft_s0", "rm_pair_s0"],
+                           "model.safetensors")
+        J[f"code1_s{s}"] = (_grpo("code1", "sft_s0", f"code1_s{s}", s, "--eval-every", "10"), ["sft_s0"],
+                            "model.safetensors")
+        J[f"code2_s{s}"] = (_grpo("code2", f"code1_s{s}", f"code2_s{s}", s, "--eval-every", "10"),
+                            [f"code1_s{s}"], "model.safetensors")
+        J[f"code1nf_s{s}"] = (lambda s=s: _grpo("code1", "sft_s0", f"code1nf_s{s}", s, "--no-difficulty-filter",
+                                                "--max-steps", "200", "--eval-every", "10",
+                                                "--max-rollouts", final_rollouts(f"code1_s{s}")),
+                              ["sft_s0", f"code1_s{s}"], "model.safetensors")
+        agent = ("--max-steps", "10", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
+                 str(AGENT_WORLD), "--lr", "1e-4")
+        J[f"agent_penalty_s{s}"] = (_grpo("agent", "sft_search", f"agent_penalty_s{s}", s, *agent,
+                                          "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
+        J[f"agent_none_s{s}"] = (lambda s=s, agent=agent: _grpo(
+            "agent", "sft_search", f"agent_none_s{s}", s, *agent, "--turn-credit", "none", "--max-steps", "40",
+            "--max-rollouts", final_rollouts(f"agent_penalty_s{s}")),
+            ["sft_search", f"agent_penalty_s{s}"], "model.safetensors")
+        for credit in ("penalty", "none"):
+            J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
+                                              [f"agent_{credit}_s{s}"], None)
+    J["rm_point"] = (["reward_models.py", "train", "--kind", "point", "--init", R("sft_s0"), "--out", R("rm_point")],
+                     ["sft_s0"], "reward_head.json")
+    J["eval_code"] = (["evaluate.py", "--suite", "code", "--ckpt", R("sft_s0"), "--ckpt", R("code1_s0"), "--ckpt",
+                       R("code2_s0"), "--out", R("eval_code")], ["sft_s0", "code1_s0", "code2_s0"], None)
+    # claims 7-8: issue 13's toy base model (30 fresh worlds' text) and one SFT stage from it
+    J["agent_base"] = (["train_sft.py", "--config", "toy", "--data", R("pretrain.jsonl"), "--mixture", "pretrain=1",
+                        "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600", "--stop-after", "300",
+                        "--eval-data", "--out", R("agent_base"), "--seed", "0", "--quiet"], [], "model.safetensors")
+    J["sft_search"] = (_agent_sft("sft_search", True), ["agent_base"], "model.safetensors")
+    J["sft_nosearch"] = (_agent_sft("sft_nosearch", False), ["agent_base"], "model.safetensors")
+    for s in SEEDS[1:]:  # claim 7's other SFT seeds (data order), from the same base
+        for name, search in ((f"sft_search_s{s}", True), (f"sft_nosearch_s{s}", False)):
+            J[name] = (_agent_sft(name, search, seed=s), ["agent_base"], "model.safetensors")
+            J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
+    # issue 13: the same SFT with the expert's first search restating the question verbatim (first_query="question")
+    J["sft_restate"] = (_agent_sft("sft_restate", True, "restate_trajectories.jsonl"), ["agent_base"],
+                        "model.safetensors")
+    for name in ("sft_search", "sft_nosearch", "sft_restate"):
+        J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
+    J["long_horizon"] = (["tests/reproduce.py", "--measure", "long_horizon", "agent_penalty_s0"],
+                         ["agent_penalty_s0"], None)
+    return J
+
+
+CLAIM_JOBS = {
+    1: [f"format_{m}_s{s}" for m in ("init", "sft") for s in SEEDS],
+    2: [f"point_s{s}" for s in SEEDS],
+    3: [f"rm_pair{w}_s{s}" for w in ("", "_noswap") for s in SEEDS] + [f"pair_s{s}" for s in SEEDS],
+    4: [f"code1_s{s}" for s in SEEDS] + ["eval_code"],
+    5: [f"code2_s{s}" for s in SEEDS] + ["eval_code"],
+    6: [f"code1nf_s{s}" for s in SEEDS],
+    7: [f"agent_eval_sft_{v}{s}" for s in ("", "_s1", "_s2") for v in ("search", "nosearch")],
+    8: [f"agent_eval_{c}_s{s}" for c in ("penalty", "none") for s in SEEDS] + ["agent_eval_sft_search",
+                                                                               "long_horizon"],
+}
+
+
+def done(name, spec):
+    marker = spec[2]
+    if marker is None:  # a measurement: its JSON
+        return os.path.isfile(R(name + ".json")) or (name == "eval_code" and
+                                                     os.path.isfile(R("eval_code", "summary.md")))
+    return os.path.isfile(R(name, marker))
+
+
+def prepare_inputs():
+    """The data files the agent chain trains on, written once: 30 fresh worlds' pages (the base's pretraining text)
+    and the expert's search trajectories over 100 other fresh worlds."""
+    from nanbeige41 import data, toy_world
+    import search_agent as sa
+    os.makedirs(OUT, exist_ok=True)
+    if not os.path.isfile(R("pretrain.jsonl")):
+        data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(range(1, 31)))
+    if not os.path.isfile(R("search_trajectories.jsonl")):
+        data.write_jsonl(R("search_trajectories.jsonl"), sa.fresh_world_trajectories(
+            range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}))
+    if not os.path.isfile(R("restate_trajectories.jsonl")):
+        data.write_jsonl(R("restate_trajectories.jsonl"), sa.fresh_world_trajectories(
+            range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}, first_query="question"))
+
+
+def build(names, workers=2, log=print):
+    """Build `names` and everything they need, missing ones only, `workers` at a time. Raises on a failed run."""
+    J = jobs()
+    todo = []  # dependencies first, otherwise in the order asked: a ready job starts in this order
+
+    def add(n):
+        if n not in todo and not done(n, J[n]):
+            for d in J[n][1]:
+                add(d)
+            todo.append(n)
+    for n in names:
+        add(n)
+    if not todo:
+        return
+    prepare_inputs()
+    running, t0 = {}, time.time()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    while todo or running:
+        for n in [n for n in todo if all(d not in todo and d not in running for d in J[n][1])]:
+            if len(running) >= workers:
+                break
+            argv = J[n][0]() if callable(J[n][0]) else J[n][0]
+            log(f"[repro {time.time() - t0:6.0f}s] start {n}: python {' '.join(argv)}")
+            f = open(R(n + ".log"), "w")
+            running[n] = (subprocess.Popen([sys.executable, os.path.join(ROOT, argv[0]), *argv[1:]], cwd=ROOT,
+                                           env=env, stdout=f, stderr=subprocess.STDOUT), f, time.time())
+            todo.remove(n)
+        time.sleep(1)
+        for n, (proc, f, t) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            f.close()
+            del running[n]
+            if proc.returncode != 0:
+                for p, _, _ in running.values():
+                    p.kill()
+                raise RuntimeError(f"repro job {n} failed (exit {proc.returncode}): see {R(n + '.log')}")
+            log(f"[repro {time.time() - t0:6.0f}s] done {n} ({(time.time() - t) / 60:.1f} min)")
+
+
+# -----------------------------------------------------------------------------
+# Measurements (each run as `python tests/reproduce.py --measure KIND NAME`, one thread, cached as runs/repro/*.json)
+
+def read_metrics(run_dir):
+    return [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl")) if line.strip()]
+
+
+def reply_ok(tok, text, finish_reason, reference, tool_names, domain):
+    """Is a generated reply well-formed in the family's format? A closed <think> block (may be empty, as in the toy
+    chat data), nothing cut off,
+    no parse errors; a code reply holds exactly one ```python block; where the reference turn calls tools, the
+    reply calls tools that exist, with JSON-object arguments; elsewhere it answers in plain text."""
+    import code_judge
+    parsed = tok.parse_assistant(text)
+    good = (finish_reason != "length" and not parsed["errors"] and parsed["reasoning"] is not None
+            and text.lstrip("\n").startswith("<think>"))
+    if reference.get("tool_calls"):
+        return good and bool(parsed["tool_calls"]) and all(
+            c["name"] in tool_names and isinstance(c["arguments"], dict) for c in parsed["tool_calls"])
+    if domain == "code":
+        return good and code_judge.format_ok(text)
+    return good and not parsed["tool_calls"] and bool(parsed["content"].strip())
+
+
+def held_out_turns(per_domain=12):
+    """(domain, prompt messages, tools, reference assistant turn) for the first `per_domain` held-out SFT
+    conversations of each domain (data/toy/sft/eval.jsonl): their first assistant turn that calls tools, or else
+    their last assistant turn."""
+    from nanbeige41 import data, paths
+    by_domain = {}
+    for r in data.read_jsonl(os.path.join(paths.TOY_SFT_DATA, "eval.jsonl")):
+        by_domain.setdefault(r["domain"], []).append(r)
+    out = []
+    for domain, recs in sorted(by_domain.items()):
+        for r in recs[:per_domain]:
+            turns = [i for i, m in enumerate(r["messages"]) if m["role"] == "assistant"]
+            k = next((i for i in turns if r["messages"][i].get("tool_calls")), turns[-1])
+            out.append((domain, r["messages"][:k], r.get("tools"), r["messages"][k]))
+    return out
+
+
+def format_valid(model, tok, per_domain=12, max_new_tokens=192):
+    """Claim 1's figure: the share of greedy replies to held_out_turns that reply_ok accepts, per domain too."""
+    from nanbeige41.generate import generate
+    turns = held_out_turns(per_domain)
+    prompts = [tok.encode(tok.render(msgs, tools=tools, add_generation_prompt=True)) for _, msgs, tools, _ in turns]
+    outs = []
+    for i in range(0, len(prompts), 16):
+        outs += generate(model, prompts[i:i + 16], max_new_tokens, temperature=0.0, eos_ids=[tok.im_end_id])
+    rows = {}
+    for (domain, _, tools, ref), o in zip(turns, outs):
+        text = tok.decode(o["tokens"], skip_special_tokens=True)
+        ok = reply_ok(tok, text, o["finish_reason"], ref, {t["function"]["name"] for t in tools or []}, domain)
+        row = rows.setdefault(domain, {"valid": 0, "n": 0})
+        row["valid"] += ok
+        row["n"] += 1
+    valid, n = sum(r["valid"] for r in rows.values()), sum(r["n"] for r in rows.values())
+    return {"format_valid": valid / n, "n": n, "by_domain": rows}
+
+
+def measure(kind, name):
+    import torch
+    from agent_learnability import held_out_eval, long_horizon
+    from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import Tokenizer
+    torch.set_num_threads(1)
+    if kind == "format":
+        if name.startswith("init_s"):  # before SFT: the toy preset at random init, seeded
+            torch.manual_seed(int(name[len("init_s"):]))
+            model = Transformer(Transformer.from_pretrained(R("sft_s0")).config).eval()
+            tok = Tokenizer.from_pretrained(R("sft_s0"))
+        else:
+            model, tok = Transformer.from_pretrained(R(name)).eval(), Tokenizer.from_pretrained(R(name))
+        result = format_valid(model, tok)
+        out = f"format_{name}"
+    elif kind == "agent":
+        result = held_out_eval(R(name), n=70, max_hops=2, world_seed=AGENT_WORLD)
+        out = "agent_eval_" + name.replace("agent_", "")
+    else:
+        result = long_horizon(R(name), n=70, max_hops=0, world_seed=AGENT_WORLD)
+        out = "long_horizon"
+    with open(R(out + ".json.tmp"), "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(R(out + ".json.tmp"), R(out + ".json"))
+
+
+def load(name):
+    return json.load(open(R(name + ".json")))
+
+
+# -----------------------------------------------------------------------------
+# The claims' figures, from the runs (before = the start of a run, after = its end; means over the steps named)
+
+def window(rows, key, first=True, k=5):
+    vals = [r[key] for r in rows if "reward_mean" in r and key in r]
+    part = vals[:k] if first else vals[-k:]
+    return sum(part) / len(part)
+
+
+def step0_and_last(rows, key):
+    evals = [r for r in rows if key in r]
+    return evals[0][key], evals[-1][key]
+
+
+def claim_results(claim):
+    per_seed = {}
+    if claim == 1:
+        for s in SEEDS:
+            rows = read_metrics(R(f"sft_s{s}"))
+            stages = {}
+            for r in rows:
+                if "eval_loss" in r:
+                    stages.setdefault(r["stage"], []).append(r["eval_loss"])
+            per_seed[s] = {"format_valid_before": load(f"format_init_s{s}")["format_valid"],
+                           "format_valid_after": load(f"format_sft_s{s}")["format_valid"],
+                           "by_domain": load(f"format_sft_s{s}")["by_domain"],
+                           "eval_loss_per_stage": {k: [v[0], v[-1]] for k, v in stages.items()}}
+    elif claim == 2:
+        for s in SEEDS:
+            rows = read_metrics(R(f"point_s{s}"))
+            per_seed[s] = {m: [window(rows, k), window(rows, k, first=False)]
+                           for m, k in (("rm_score", "rm_score"), ("repetitive", "repetitive"),
+                                        ("cut_at_limit", "overlong_frac"), ("overlong_text", "overlong_text"))}
+            per_seed[s]["eval_rm_score"] = list(step0_and_last(rows, "eval_rm_score"))
+    elif claim == 3:
+        for s in SEEDS:
+            rows = read_metrics(R(f"pair_s{s}"))
+            held = {w: json.load(open(R(f"rm_pair{w}_s{s}", "reward_head.json")))["held_out"]
+                    for w in ("", "_noswap")}
+            per_seed[s] = {"win_prob": [window(rows, "rm_score"), window(rows, "rm_score", first=False)],
+                           "eval_win_prob": list(step0_and_last(rows, "eval_rm_score")),
+                           "position_bias_swap": held[""]["position_bias"],
+                           "position_bias_noswap": held["_noswap"]["position_bias"],
+                           "rm_accuracy_swap": held[""], "rm_accuracy_noswap": held["_noswap"]}
+    elif claim in (4, 5):
+        stage = "code1" if claim == 4 else "code2"
+        for s in SEEDS:
+            rows = read_metrics(R(f"{stage}_s{s}"))
+            per_seed[s] = {k: list(step0_and_last(rows, "eval_" + k))
+                           for k in ("pass_rate", "r_correctness", "r_time", "meets_optimal")}
+            per_seed[s]["train_reward"] = [window(rows, "reward_mean"), window(rows, "reward_mean", first=False)]
+            per_seed[s]["train_r_time"] = [window(rows, "r_time"), window(rows, "r_time", first=False)]
+    elif claim == 6:
+        for s in SEEDS:
+            runs = {"filter": read_metrics(R(f"code1_s{s}")), "no_filter": read_metrics(R(f"code1nf_s{s}"))}
+            per_seed[s] = {}
+            for label, rows in runs.items():
+                train = [r for r in rows if "reward_mean" in r]
+                used = sum(r["samples"] for r in train)  # rollouts in groups that carried a gradient
+                per_seed[s][label] = {
+                    "rollouts": train[-1]["rollouts"], "steps": len(train), "rollouts_in_updates": used,
+                    "useful_share": used / train[-1]["rollouts"],
+                    "dropped_groups": sum(r["filtered_groups"] for r in train),
+                    "eval_pass_rate": list(step0_and_last(rows, "eval_pass_rate")),
+                    "train_reward_last5": window(rows, "reward_mean", first=False)}
+    elif claim == 7:
+        for s, suffix in zip(SEEDS, ("", "_s1", "_s2")):
+            per_seed[s] = {"with_search": load(f"agent_eval_sft_search{suffix}"),
+                           "without_search": load(f"agent_eval_sft_nosearch{suffix}")}
+    elif claim == 8:
+        before = load("agent_eval_sft_search")
+        for s in SEEDS:
+            per_seed[s] = {}
+            for c in ("penalty", "none"):
+                ev, rows = load(f"agent_eval_{c}_s{s}"), read_metrics(R(f"agent_{c}_s{s}"))
+                per_seed[s][c] = {"accuracy": ev["accuracy"], "correct": round(ev["accuracy"] * ev["n"]),
+                                  "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns_mean"],
+                                  "terminations": ev["terminations"], "rollouts": rows[-1]["rollouts"],
+                                  "steps": len(rows)}
+        return {"before": before, "per_seed": per_seed, "long_horizon": load("long_horizon")}
+    return {"per_seed": per_seed}
+
+
+def eval_code_report():
+    """evaluate.py's code-suite metrics for sft_s0 / code1_s0 / code2_s0 (the comparison the README prints)."""
+    out = {}
+    for name in ("sft_s0", "code1_s0", "code2_s0"):
+        path = R("eval_code", name, "report.json")
+        if os.path.isfile(path):
+            out[name] = json.load(open(path))["metrics"]
+    return out
+
+
+def figures(results):
+    """One before/after bar chart per claim and the training curves (PNG with matplotlib, else SVG)."""
+    from nanbeige41 import plot
+    fig_dir = R("figures")
+    os.makedirs(fig_dir, exist_ok=True)
+    written = []
+    bars = {
+        1: ("format-valid rate, random init vs SFT", "format_valid_before", "format_valid_after"),
+        2: ("point: share cut at the length limit (RM alone)", "cut_at_limit", None),
+        3: ("pair: win probability vs reference (training batch)", "win_prob", None),
+        4: ("code1: held-out pass rate", "pass_rate", None),
+        5: ("code2: held-out R_time", "r_time", None),
+    }
+    for claim, (title, key, key2) in bars.items():
+        if claim not in results:
+            continue
+        groups = {}
+        for s, r in results[claim]["per_seed"].items():
+            before, after = (r[key], r[key2]) if key2 else r[key]
+            groups[f"seed {s}"] = {"before": before, "after": after}
+        written.append(plot.bar_chart(groups, os.path.join(fig_dir, f"claim{claim}.png"), title))
+    if 6 in results:
+        groups = {f"seed {s}": {k: r[k]["useful_share"] for k in ("filter", "no_filter")}
+                  for s, r in results[6]["per_seed"].items()}
+        written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim6.png"),
+                                      "code1: share of rollouts that reach the update (equal rollouts)"))
+    if 7 in results:
+        groups = {f"seed {s} {label.split('_')[0]}": {
+            "accuracy": r["accuracy"], "answered": r["terminations"].get("answer", 0) / r["n"],
+            "critic fails": r["turn_fail_rate"]} for s, runs in results[7]["per_seed"].items()
+            for label, r in runs.items()}
+        written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim7.png"), "SFT with vs. without search"))
+    if 8 in results:
+        groups = {f"seed {s} {c}": {"accuracy": r[c]["accuracy"], "critic fails": r[c]["turn_fail_rate"]}
+                  for s, r in results[8]["per_seed"].items() for c in ("penalty", "none")}
+        written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim8.png"),
+                                      "agent: turn + trajectory (penalty) vs trajectory only (none)"))
+    for runs, name in ((["code1_s0", "code2_s0"], "figure4_code1_code2"), (["point_s0"], "curves_point"),
+                       (["pair_s0"], "curves_pair"), (["agent_penalty_s0"], "curves_agent")):
+        if all(os.path.isfile(R(r, "metrics.jsonl")) for r in runs):
+            written.append(plot.main([R(r) for r in runs] + ["--out", os.path.join(fig_dir, name + ".png")]))
+    return written
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--claims", type=int, nargs="*", default=sorted(CLAIM_JOBS))
+    p.add_argument("--workers", type=int, default=2, help="runs at a time (one thread each)")
+    p.add_argument("--jobs", nargs="*", default=None, help="build these JOBS (and what they need) only, e.g. sft_restate")
+    p.add_argument("--measure", nargs=2, metavar=("KIND", "NAME"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.measure:
+        measure(*args.measure)
+        return
+    t0 = time.time()
+    if args.jobs is not None:
+        build(args.jobs, workers=args.workers)
+        return
+    # the agent chain is the longest: its runs go first
+    build([j for c in sorted(args.claims, reverse=True) for j in CLAIM_JOBS[c]], workers=args.workers)
+    results = {c: claim_results(c) for c in args.claims}
+    results["eval_code"] = eval_code_report()
+    with open(R("results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    for path in figures(results):
+        print("wrote", path)
+    print(f"results: {R('results.json')} ({(time.time() - t0) / 60:.1f} min)")
+
+
+if __name__ == "__main__":
+    main()
