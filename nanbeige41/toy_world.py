@@ -468,13 +468,15 @@ def synthesize_questions(world, n_questions=800, seed=0, hop_weights=None, test_
     return questions
 
 
-def pretraining_docs(world_seeds, walks_per_world=300, seed=0):
+def pretraining_docs(world_seeds, walks_per_world=300, seed=0, questions_per_world=0):
     """Plain-text documents for the toy base model (the recipe's analogue of Nanbeige4-3B-Base, which the paper
     starts from): the articles of freshly generated worlds, each as a page, and chains of pages along random
     relation walks (a name read at the end of one page is the subject of the next, the copying a search agent
     does between an observation and its next query). Fresh worlds, never the shipped one (seed 0): names cannot
     be memorised, so next-token prediction rewards copying them from the context (induction), and no held-out
-    question is answered from memory. Returns [{"text", "domain": "pretrain"}] (nanbeige41/data.py)."""
+    question is answered from memory. With `questions_per_world`, also quiz pages: a multi-hop question, the pages
+    along its path, and its answer (web text is full of question-and-answer pages; issue 13's experiment in
+    picking the question's entity). Returns [{"text", "domain": "pretrain"}] (nanbeige41/data.py)."""
     docs = []
     for world_seed in world_seeds:
         world = generate_world(world_seed)
@@ -489,6 +491,11 @@ def pretraining_docs(world_seeds, walks_per_world=300, seed=0):
             walk = random_walk(graph, head, rng.choice([1, 2, 3]), rng, entities=index) or []
             docs.append({"text": "\n\n".join(page(eid) for eid in [head] + [obj for _, obj in walk]),
                          "domain": "pretrain"})
+        if questions_per_world:
+            for q in synthesize_questions(world, questions_per_world, seed=world_seed, test_fraction=0.0):
+                pages = [q["head"]] + [hop["entity"] for hop in q["path"] if hop["entity"]]
+                docs.append({"text": f"Question: {q['question']}\n\n" + "\n\n".join(page(e) for e in pages)
+                             + f"\n\nAnswer: {q['answer']}", "domain": "pretrain"})
     return docs
 
 

@@ -51,15 +51,16 @@ def _grpo(stage, init, out, seed, *extra):
     return ["train_grpo.py", "--stage", stage, "--init", R(init), "--out", R(out), "--seed", str(seed), *extra]
 
 
-def _agent_sft(name, search, trajectories="search_trajectories.jsonl", seed=0):
+def _agent_sft(name, search, trajectories="search_trajectories.jsonl", seed=0, base="agent_base",
+               pretrain="pretrain.jsonl"):
     """Issue 13's first SFT stage from the toy base (bench/agent_learnability.SFT_STAGES[0] budget): 400 steps x 2k
     tokens at seq 1024 with 25% pretraining-text replay, with or without fresh-world search trajectories."""
     mixture = "code=5,general=10,stem=5,tool=10,pretrain=25" + (",search=45" if search else "")
-    files = [R("pretrain.jsonl")] + [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl")
+    files = [R(pretrain)] + [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl")
                                      for d in ("code", "general", "stem", "tool")]
     if search:
         files.append(R(trajectories))
-    return ["train_sft.py", "--config", "toy", "--init", R("agent_base"), "--seq-len", "1024", "--data", *files,
+    return ["train_sft.py", "--config", "toy", "--init", R(base), "--seq-len", "1024", "--data", *files,
             "--mixture", mixture, "--max-steps", "400", "--eval-data", "--out", R(name), "--seed", str(seed), "--quiet"]
 
 
@@ -106,9 +107,13 @@ def jobs():
     J["eval_code"] = (["evaluate.py", "--suite", "code", "--ckpt", R("sft_s0"), "--ckpt", R("code1_s0"), "--ckpt",
                        R("code2_s0"), "--out", R("eval_code")], ["sft_s0", "code1_s0", "code2_s0"], None)
     # claims 7-8: issue 13's toy base model (30 fresh worlds' text) and one SFT stage from it
-    J["agent_base"] = (["train_sft.py", "--config", "toy", "--data", R("pretrain.jsonl"), "--mixture", "pretrain=1",
-                        "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600", "--stop-after", "300",
-                        "--eval-data", "--out", R("agent_base"), "--seed", "0", "--quiet"], [], "model.safetensors")
+    for base, text in (("agent_base", "pretrain.jsonl"), ("agent_base_qa", "pretrain_qa.jsonl")):
+        J[base] = (["train_sft.py", "--config", "toy", "--data", R(text), "--mixture", "pretrain=1",
+                    "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600", "--stop-after", "300",
+                    "--eval-data", "--out", R(base), "--seed", "0", "--quiet"], [], "model.safetensors")
+    # issue 13: a base whose text also holds quiz pages (question, the pages along its path, answer), then the same SFT
+    J["sft_search_qa"] = (_agent_sft("sft_search_qa", True, base="agent_base_qa", pretrain="pretrain_qa.jsonl"),
+                          ["agent_base_qa"], "model.safetensors")
     J["sft_search"] = (_agent_sft("sft_search", True), ["agent_base"], "model.safetensors")
     J["sft_nosearch"] = (_agent_sft("sft_nosearch", False), ["agent_base"], "model.safetensors")
     for s in SEEDS[1:]:  # claim 7's other SFT seeds (data order), from the same base
@@ -118,7 +123,7 @@ def jobs():
     # issue 13: the same SFT with the expert's first search restating the question verbatim (first_query="question")
     J["sft_restate"] = (_agent_sft("sft_restate", True, "restate_trajectories.jsonl"), ["agent_base"],
                         "model.safetensors")
-    for name in ("sft_search", "sft_nosearch", "sft_restate"):
+    for name in ("sft_search", "sft_nosearch", "sft_restate", "sft_search_qa"):
         J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
     J["long_horizon"] = (["tests/reproduce.py", "--measure", "long_horizon", "agent_penalty_s0"],
                          ["agent_penalty_s0"], None)
@@ -154,6 +159,8 @@ def prepare_inputs():
     os.makedirs(OUT, exist_ok=True)
     if not os.path.isfile(R("pretrain.jsonl")):
         data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(range(1, 31)))
+    if not os.path.isfile(R("pretrain_qa.jsonl")):
+        data.write_jsonl(R("pretrain_qa.jsonl"), toy_world.pretraining_docs(range(1, 31), questions_per_world=300))
     if not os.path.isfile(R("search_trajectories.jsonl")):
         data.write_jsonl(R("search_trajectories.jsonl"), sa.fresh_world_trajectories(
             range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}))
@@ -368,7 +375,7 @@ def claim_results(claim):
             for c in ("penalty", "none"):
                 ev, rows = load(f"agent_eval_{c}_s{s}"), read_metrics(R(f"agent_{c}_s{s}"))
                 per_seed[s][c] = {"accuracy": ev["accuracy"], "correct": round(ev["accuracy"] * ev["n"]),
-                                  "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns_mean"],
+                                  "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns"],
                                   "terminations": ev["terminations"], "rollouts": rows[-1]["rollouts"],
                                   "steps": len(rows)}
         return {"before": before, "per_seed": per_seed, "long_horizon": load("long_horizon")}
@@ -429,6 +436,68 @@ def figures(results):
     return written
 
 
+def _pct(x):
+    return f"{100 * x:.1f}%"
+
+
+def _arrow(pair, fmt=lambda x: f"{x:.3f}"):
+    return f"{fmt(pair[0])} -> {fmt(pair[1])}"
+
+
+def table(results):
+    """The README's reproduction table (markdown): one row per claim, the figure per seed as `s0 / s1 / s2`."""
+    def seeds(fn, claim):
+        return " / ".join(fn(r) for _, r in sorted(results[claim]["per_seed"].items()))
+    rows = []
+    if 1 in results:
+        rows.append((1, "format-valid replies (60 held-out turns), random init -> SFT",
+                     seeds(lambda r: _arrow((r["format_valid_before"], r["format_valid_after"]), _pct), 1)))
+    if 2 in results:
+        rows.append((2, "point, RM alone (`--overlong none`): cut at the length limit, steps 1-5 -> 26-30",
+                     seeds(lambda r: _arrow(r["cut_at_limit"], _pct), 2)))
+        rows.append((2, "point: repetitive rollouts", seeds(lambda r: _arrow(r["repetitive"], _pct), 2)))
+        rows.append((2, "point: RM score", seeds(lambda r: _arrow(r["rm_score"], lambda x: f"{x:.2f}"), 2)))
+    if 3 in results:
+        rows.append((3, "pair RM position bias mean abs(d(A,B) + d(B,A)): with swap-consistency vs without",
+                     seeds(lambda r: f"{r['position_bias_swap']:.3f} vs {r['position_bias_noswap']:.3f}", 3)))
+        rows.append((3, "pair: P(win) against the reference, training steps 1-5 -> 26-30",
+                     seeds(lambda r: _arrow(r["win_prob"]), 3)))
+        rows.append((3, "pair: held-out greedy P(win), step 0 -> 30", seeds(lambda r: _arrow(r["eval_win_prob"]), 3)))
+    for claim, stage in ((4, "code1"), (5, "code2")):
+        if claim in results:
+            rows.append((claim, f"{stage}: held-out pass rate (38 problems), step 0 -> 30",
+                         seeds(lambda r: _arrow(r["pass_rate"]), claim)))
+    if 5 in results:
+        rows.append((5, "code2: held-out R_time, step 0 -> 30", seeds(lambda r: _arrow(r["r_time"]), 5)))
+        rows.append((5, "code2: training-batch R_time, steps 1-5 -> 26-30", seeds(lambda r: _arrow(r["train_r_time"]), 5)))
+    if 6 in results:
+        rows.append((6, "code1 at equal rollouts, filter vs none: share of rollouts reaching the update",
+                     seeds(lambda r: f"{_pct(r['filter']['useful_share'])} vs {_pct(r['no_filter']['useful_share'])}", 6)))
+        rows.append((6, "code1 at equal rollouts, filter vs none: held-out pass rate at the end",
+                     seeds(lambda r: f"{r['filter']['eval_pass_rate'][1]:.3f} vs {r['no_filter']['eval_pass_rate'][1]:.3f}", 6)))
+    if 7 in results:
+        def acc(ev):
+            return f"{round(ev['accuracy'] * ev['n'])}/{ev['n']}"
+        rows.append((7, "SFT with vs without search trajectories: held-out accuracy (world 4242, <= 2 hops)",
+                     seeds(lambda r: f"{acc(r['with_search'])} vs {acc(r['without_search'])}", 7)))
+        rows.append((7, "... episodes ending with an answer",
+                     seeds(lambda r: f"{r['with_search']['terminations'].get('answer', 0)} vs "
+                                     f"{r['without_search']['terminations'].get('answer', 0)}", 7)))
+        rows.append((7, "... turns the critic fails", seeds(
+            lambda r: f"{_pct(r['with_search']['turn_fail_rate'])} vs {_pct(r['without_search']['turn_fail_rate'])}", 7)))
+    if 8 in results:
+        b = results[8]["before"]
+        rows.append((8, f"agent stage at equal rollouts, turn + trajectory vs trajectory only: held-out accuracy "
+                        f"(before: {round(b['accuracy'] * b['n'])}/{b['n']})",
+                     seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
+        rows.append((8, f"... turns the critic fails (before: {_pct(b['turn_fail_rate'])})", seeds(
+            lambda r: f"{_pct(r['penalty']['turn_fail_rate'])} vs {_pct(r['none']['turn_fail_rate'])}", 8)))
+        rows.append((8, "... rollouts drawn", seeds(lambda r: f"{r['penalty']['rollouts']} vs {r['none']['rollouts']}", 8)))
+    lines = ["| # | measured (seeds 0 / 1 / 2) | figure |", "|---|---|---|"]
+    lines += [f"| {c} | {what} | {fig} |" for c, what, fig in rows]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--claims", type=int, nargs="*", default=sorted(CLAIM_JOBS))
@@ -449,6 +518,9 @@ def main(argv=None):
     results["eval_code"] = eval_code_report()
     with open(R("results.json"), "w") as f:
         json.dump(results, f, indent=1)
+    with open(R("table.md"), "w") as f:
+        f.write(table(results))
+    print(table(results))
     for path in figures(results):
         print("wrote", path)
     print(f"results: {R('results.json')} ({(time.time() - t0) / 60:.1f} min)")

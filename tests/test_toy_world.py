@@ -158,3 +158,19 @@ def test_pretraining_text_is_fresh_worlds_pages_and_chains():
     # a chain's next page is about an entity the previous page names
     first, second = chains[0]["text"].split("\n\n")[:2]
     assert second.split("\n")[0] in first
+
+
+def test_pretraining_quiz_pages_hold_the_question_its_path_and_answer():
+    plain = toy_world.pretraining_docs([3], walks_per_world=5)
+    docs = toy_world.pretraining_docs([3], walks_per_world=5, questions_per_world=10)
+    assert docs[:len(plain)] == plain  # the quiz pages come after the unchanged text
+    quiz = docs[len(plain):]
+    world = toy_world.generate_world(3)
+    titles = {e["id"]: e["title"] for e in world["entities"]}
+    questions = toy_world.synthesize_questions(world, 10, seed=3, test_fraction=0.0)
+    assert len(quiz) == len(questions) >= 8
+    for d, q in zip(quiz, questions):
+        parts = d["text"].split("\n\n")
+        assert parts[0] == f"Question: {q['question']}" and parts[-1] == f"Answer: {q['answer']}"
+        path = [q["head"]] + [h["entity"] for h in q["path"] if h["entity"]]
+        assert [p.split("\n")[0] for p in parts[1:-1]] == [titles[e] for e in path]
