@@ -106,6 +106,10 @@ def jobs():
                      ["sft_s0"], "reward_head.json")
     J["eval_code"] = (["evaluate.py", "--suite", "code", "--ckpt", R("sft_s0"), "--ckpt", R("code1_s0"), "--ckpt",
                        R("code2_s0"), "--out", R("eval_code")], ["sft_s0", "code1_s0", "code2_s0"], None)
+    # evaluate.py's table over one checkpoint per stage of this run (the README's evaluation table)
+    chain = ["sft_s0", "point_s0", "pair_s0", "code1_s0", "code2_s0", "agent_penalty_s0"]
+    J["eval_all"] = (["evaluate.py", "--suite", "all", *[a for c in chain for a in ("--ckpt", R(c))], "--rm",
+                      R("rm_pair_s0"), "--out", R("eval_all")], chain + ["rm_pair_s0"], None)
     # claims 7-8: issue 13's toy base model (30 fresh worlds' text) and one SFT stage from it
     for base, text in (("agent_base", "pretrain.jsonl"), ("agent_base_qa", "pretrain_qa.jsonl")):
         J[base] = (["train_sft.py", "--config", "toy", "--data", R(text), "--mixture", "pretrain=1",
@@ -146,8 +150,7 @@ CLAIM_JOBS = {
 def done(name, spec):
     marker = spec[2]
     if marker is None:  # a measurement: its JSON
-        return os.path.isfile(R(name + ".json")) or (name == "eval_code" and
-                                                     os.path.isfile(R("eval_code", "summary.md")))
+        return os.path.isfile(R(name + ".json")) or os.path.isfile(R(name, "summary.md"))  # evaluate.py's
     return os.path.isfile(R(name, marker))
 
 
@@ -190,12 +193,14 @@ def build(names, workers=2, log=print):
         for n in [n for n in todo if all(d not in todo and d not in running for d in J[n][1])]:
             if len(running) >= workers:
                 break
+            todo.remove(n)
+            if done(n, J[n]):  # another build (a second `reproduce.py`) finished it meanwhile
+                continue
             argv = J[n][0]() if callable(J[n][0]) else J[n][0]
             log(f"[repro {time.time() - t0:6.0f}s] start {n}: python {' '.join(argv)}")
             f = open(R(n + ".log"), "w")
             running[n] = (subprocess.Popen([sys.executable, os.path.join(ROOT, argv[0]), *argv[1:]], cwd=ROOT,
                                            env=env, stdout=f, stderr=subprocess.STDOUT), f, time.time())
-            todo.remove(n)
         time.sleep(1)
         for n, (proc, f, t) in list(running.items()):
             if proc.poll() is None:
@@ -513,7 +518,8 @@ def main(argv=None):
         build(args.jobs, workers=args.workers)
         return
     # the agent chain is the longest: its runs go first
-    build([j for c in sorted(args.claims, reverse=True) for j in CLAIM_JOBS[c]], workers=args.workers)
+    build([j for c in sorted(args.claims, reverse=True) for j in CLAIM_JOBS[c]]
+          + (["eval_all"] if args.claims == sorted(CLAIM_JOBS) else []), workers=args.workers)
     results = {c: claim_results(c) for c in args.claims}
     results["eval_code"] = eval_code_report()
     with open(R("results.json"), "w") as f:
