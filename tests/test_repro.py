@@ -165,8 +165,8 @@ def test_claim8_turn_level_supervision_helps_the_agent():
 def test_trained_agent_through_the_context_policy():
     """Issue 13, result 4: the trained agent (agent_penalty_s0) with 60 turns allowed and only the last 2 tool
     results verbatim, on all hops of world 4242's 70 held-out questions. Measured: every episode answers, after
-    2.0 turns on average and at most 4; the keep-last-K rewrite happens 5 times in the 70 episodes (0.07 per episode
-    ) and no turn ever sees a placeholder: the trained toy agent does not sustain a long horizon."""
+    2.0 turns on average and at most 4; the keep-last-K rewrite happens 5 times in the 70 episodes, and no turn
+    ever sees a placeholder: the trained toy agent does not sustain a long horizon."""
     rp.build(["long_horizon"])
     report = rp.load("long_horizon")
     print(json.dumps(report))
