@@ -354,6 +354,8 @@ def claim_results(claim):
             rows = read_metrics(R(f"{stage}_s{s}"))
             per_seed[s] = {k: list(step0_and_last(rows, "eval_" + k))
                            for k in ("pass_rate", "r_correctness", "r_time", "meets_optimal")}
+            per_seed[s]["optimal_among_correct"] = [m / max(p, 1e-9) for m, p in
+                                                    zip(per_seed[s]["meets_optimal"], per_seed[s]["pass_rate"])]
             per_seed[s]["train_reward"] = [window(rows, "reward_mean"), window(rows, "reward_mean", first=False)]
             per_seed[s]["train_r_time"] = [window(rows, "r_time"), window(rows, "r_time", first=False)]
     elif claim == 6:
@@ -474,6 +476,8 @@ def table(results):
                          seeds(lambda r: _arrow(r["pass_rate"]), claim)))
     if 5 in results:
         rows.append((5, "code2: held-out R_time, step 0 -> 30", seeds(lambda r: _arrow(r["r_time"]), 5)))
+        rows.append((5, "code2: share of held-out correct solutions in the optimal class, step 0 -> 30",
+                     seeds(lambda r: _arrow(r["optimal_among_correct"], _pct), 5)))
         rows.append((5, "code2: training-batch R_time, steps 1-5 -> 26-30", seeds(lambda r: _arrow(r["train_r_time"]), 5)))
     if 6 in results:
         rows.append((6, "code1 at equal rollouts, filter vs none: share of rollouts reaching the update",
