@@ -6,7 +6,7 @@ seeds and writes the figures.
     python -m pytest -m repro                  # the same chain, each claim asserted (tests/test_repro.py)
 
 Every run is one of the project's own commands (train_sft.py, reward_models.py, train_grpo.py, evaluate.py, this
-file's --measure), listed once in JOBS with the runs it starts from. A run is built only when its output is
+file's --measure), listed once in jobs() with the runs it starts from. A run is built only when its output is
 missing, so each claim's test reuses the checkpoints that earlier claims built; two runs go at a time, one thread
 each (on 2 cores this is ~2x the throughput of one 2-thread run; the toy models are too small for 2 threads to
 help). Logs: runs/repro/<job>.log. The README's "Reproduction" section is this file's output.
@@ -343,8 +343,9 @@ def claim_results(claim):
             rows = read_metrics(R(f"pair_s{s}"))
             held = {w: json.load(open(R(f"rm_pair{w}_s{s}", "reward_head.json")))["held_out"]
                     for w in ("", "_noswap")}
-            per_seed[s] = {"win_prob": [window(rows, "rm_score"), window(rows, "rm_score", first=False)],
-                           "eval_win_prob": list(step0_and_last(rows, "eval_rm_score")),
+            # the pair reward is 1 when the rollout beats the reference (both-order P > 0.5): its mean is a win rate
+            per_seed[s] = {"win_rate": [window(rows, "rm_score"), window(rows, "rm_score", first=False)],
+                           "eval_win_rate": list(step0_and_last(rows, "eval_rm_score")),
                            "position_bias_swap": held[""]["position_bias"],
                            "position_bias_noswap": held["_noswap"]["position_bias"],
                            "rm_accuracy_swap": held[""], "rm_accuracy_noswap": held["_noswap"]}
@@ -408,7 +409,7 @@ def figures(results):
     bars = {
         1: ("format-valid rate, random init vs SFT", "format_valid_before", "format_valid_after"),
         2: ("point: share cut at the length limit (RM alone)", "cut_at_limit", None),
-        3: ("pair: win probability vs reference (training batch)", "win_prob", None),
+        3: ("pair: win rate vs the reference (training batch)", "win_rate", None),
         4: ("code1: held-out pass rate", "pass_rate", None),
         5: ("code2: held-out R_time", "r_time", None),
     }
@@ -464,12 +465,15 @@ def table(results):
                      seeds(lambda r: _arrow(r["cut_at_limit"], _pct), 2)))
         rows.append((2, "point: repetitive rollouts", seeds(lambda r: _arrow(r["repetitive"], _pct), 2)))
         rows.append((2, "point: RM score", seeds(lambda r: _arrow(r["rm_score"], lambda x: f"{x:.2f}"), 2)))
+        rows.append((2, "point: held-out greedy RM score (12 prompts), step 0 -> 30",
+                     seeds(lambda r: _arrow(r["eval_rm_score"], lambda x: f"{x:.2f}"), 2)))
     if 3 in results:
         rows.append((3, "pair RM position bias mean abs(d(A,B) + d(B,A)): with swap-consistency vs without",
                      seeds(lambda r: f"{r['position_bias_swap']:.3f} vs {r['position_bias_noswap']:.3f}", 3)))
-        rows.append((3, "pair: P(win) against the reference, training steps 1-5 -> 26-30",
-                     seeds(lambda r: _arrow(r["win_prob"]), 3)))
-        rows.append((3, "pair: held-out greedy P(win), step 0 -> 30", seeds(lambda r: _arrow(r["eval_win_prob"]), 3)))
+        rows.append((3, "pair: win rate against the reference, training steps 1-5 -> 26-30",
+                     seeds(lambda r: _arrow(r["win_rate"]), 3)))
+        rows.append((3, "pair: held-out greedy win rate (12 prompts), step 0 -> 30",
+                     seeds(lambda r: _arrow(r["eval_win_rate"]), 3)))
     for claim, stage in ((4, "code1"), (5, "code2")):
         if claim in results:
             rows.append((claim, f"{stage}: held-out pass rate (38 problems), step 0 -> 30",
