@@ -11,16 +11,16 @@ missing, so each claim's test reuses the checkpoints that earlier claims built; 
 each (on 2 cores this is ~2x the throughput of one 2-thread run; the toy models are too small for 2 threads to
 help). Logs: runs/repro/<job>.log. The README's "Reproduction" section is this file's output.
 
-| # | claim (paper)                                        | runs                                                      |
-|---|------------------------------------------------------|-----------------------------------------------------------|
-| 1 | SFT over the length curriculum teaches the formats   | sft_s{0,1,2}; format-valid rate of random init vs SFT     |
-| 2 | point-wise RL cuts repetition and truncation (2.1.2)  | rm_point; point_s* with --overlong none (the RM alone)    |
-| 3 | pair-wise RL raises the win rate; swap-consistency    | rm_pair_s*, rm_pair_noswap_s* (position bias); pair_s*    |
-| 4 | code stage 1 raises correctness (2.3)                | code1_s* from sft_s0                                      |
-| 5 | code stage 2 raises R_time, correctness holds (Fig 4) | code2_s* from code1_s*                                    |
-| 6 | the k in [1, 5] of 8 filter helps sample efficiency   | code1_s* vs code1nf_s* at the same number of rollouts    |
-| 7 | search trajectories in SFT help deep search (Tab 3)   | agent_base -> sft_search vs sft_nosearch                  |
-| 8 | turn-level supervision helps the agent (2.2)          | agent_penalty_s* vs agent_none_s* at equal rollouts       |
+| # | claim (paper) | runs |
+|---|---|---|
+| 1 | SFT over the length curriculum teaches the formats | sft_s{0,1,2}; format-valid rate of random init vs SFT |
+| 2 | point-wise RL cuts repetition and truncation (2.1.2) | rm_point; point_s* with --overlong none (the RM alone) |
+| 3 | pair-wise RL raises the win rate; swap-consistency | rm_pair_s*, rm_pair_noswap_s* (position bias); pair_s* |
+| 4 | code stage 1 raises correctness (2.3) | code1_s* from sft_s0 |
+| 5 | code stage 2 raises R_time, correctness holds (Fig 4) | code2_s* from code1_s* |
+| 6 | the k in [1, 5] of 8 filter helps sample efficiency | code1_s* vs code1nf_s* at the same number of rollouts |
+| 7 | search trajectories in SFT help deep search (Tab 3) | agent_base -> sft_search vs sft_nosearch |
+| 8 | turn-level supervision helps the agent (2.2) | agent_penalty_s* vs agent_none_s* at equal rollouts |
 """
 import argparse
 import json
@@ -452,6 +452,10 @@ def _arrow(pair, fmt=lambda x: f"{x:.3f}"):
     return f"{fmt(pair[0])} -> {fmt(pair[1])}"
 
 
+def _vs(a, b, fmt=lambda x: f"{x:.3f}"):
+    return f"{fmt(a)} vs {fmt(b)}"
+
+
 def table(results):
     """The README's reproduction table (markdown): one row per claim, the figure per seed as `s0 / s1 / s2`."""
     def seeds(fn, claim):
@@ -482,12 +486,13 @@ def table(results):
         rows.append((5, "code2: held-out R_time, step 0 -> 30", seeds(lambda r: _arrow(r["r_time"]), 5)))
         rows.append((5, "code2: share of held-out correct solutions in the optimal class, step 0 -> 30",
                      seeds(lambda r: _arrow(r["optimal_among_correct"], _pct), 5)))
-        rows.append((5, "code2: training-batch R_time, steps 1-5 -> 26-30", seeds(lambda r: _arrow(r["train_r_time"]), 5)))
+        rows.append((5, "code2: training-batch R_time, steps 1-5 -> 26-30",
+                     seeds(lambda r: _arrow(r["train_r_time"]), 5)))
     if 6 in results:
         rows.append((6, "code1 at equal rollouts, filter vs none: share of rollouts reaching the update",
-                     seeds(lambda r: f"{_pct(r['filter']['useful_share'])} vs {_pct(r['no_filter']['useful_share'])}", 6)))
+                     seeds(lambda r: _vs(r["filter"]["useful_share"], r["no_filter"]["useful_share"], _pct), 6)))
         rows.append((6, "code1 at equal rollouts, filter vs none: held-out pass rate at the end",
-                     seeds(lambda r: f"{r['filter']['eval_pass_rate'][1]:.3f} vs {r['no_filter']['eval_pass_rate'][1]:.3f}", 6)))
+                     seeds(lambda r: _vs(r["filter"]["eval_pass_rate"][1], r["no_filter"]["eval_pass_rate"][1]), 6)))
     if 7 in results:
         def acc(ev):
             return f"{round(ev['accuracy'] * ev['n'])}/{ev['n']}"
@@ -497,7 +502,7 @@ def table(results):
                      seeds(lambda r: f"{r['with_search']['terminations'].get('answer', 0)} vs "
                                      f"{r['without_search']['terminations'].get('answer', 0)}", 7)))
         rows.append((7, "... turns the critic fails", seeds(
-            lambda r: f"{_pct(r['with_search']['turn_fail_rate'])} vs {_pct(r['without_search']['turn_fail_rate'])}", 7)))
+            lambda r: _vs(r["with_search"]["turn_fail_rate"], r["without_search"]["turn_fail_rate"], _pct), 7)))
     if 8 in results:
         b = results[8]["before"]
         rows.append((8, f"agent stage at equal rollouts, turn + trajectory vs trajectory only: held-out accuracy "
@@ -505,7 +510,8 @@ def table(results):
                      seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
         rows.append((8, f"... turns the critic fails (before: {_pct(b['turn_fail_rate'])})", seeds(
             lambda r: f"{_pct(r['penalty']['turn_fail_rate'])} vs {_pct(r['none']['turn_fail_rate'])}", 8)))
-        rows.append((8, "... rollouts drawn", seeds(lambda r: f"{r['penalty']['rollouts']} vs {r['none']['rollouts']}", 8)))
+        rows.append((8, "... rollouts drawn",
+                     seeds(lambda r: _vs(r["penalty"]["rollouts"], r["none"]["rollouts"], str), 8)))
     lines = ["| # | measured (seeds 0 / 1 / 2) | figure |", "|---|---|---|"]
     lines += [f"| {c} | {what} | {fig} |" for c, what, fig in rows]
     return "\n".join(lines) + "\n"
@@ -515,7 +521,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--claims", type=int, nargs="*", default=sorted(CLAIM_JOBS))
     p.add_argument("--workers", type=int, default=2, help="runs at a time (one thread each)")
-    p.add_argument("--jobs", nargs="*", default=None, help="build these JOBS (and what they need) only, e.g. sft_restate")
+    p.add_argument("--jobs", nargs="*", default=None,
+                   help="build only these jobs() (and what they need), e.g. sft_restate")
     p.add_argument("--measure", nargs=2, metavar=("KIND", "NAME"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure:

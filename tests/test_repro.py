@@ -185,8 +185,10 @@ def test_claim7_prerequisite_the_toy_base_model_copies_names_from_its_context():
     from nanbeige41.model import Transformer
     from nanbeige41.tokenizer import Tokenizer
     rp.build(["agent_base", "sft_s0"])
-    probe = {name: induction_probe(Transformer.from_pretrained(rp.R(name)).eval(), Tokenizer.from_pretrained(rp.R(name)))
-             for name in ("agent_base", "sft_s0")}
+    probe = {}
+    for name in ("agent_base", "sft_s0"):
+        model, tok = Transformer.from_pretrained(rp.R(name)).eval(), Tokenizer.from_pretrained(rp.R(name))
+        probe[name] = induction_probe(model, tok)
     print(json.dumps(probe))
     base, sft = probe["agent_base"], probe["sft_s0"]
     assert base["name_loss_first_mention"] > 3.0 and base["name_loss_repeat"] < base["name_loss_first_mention"] - 2.0
