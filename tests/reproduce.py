@@ -111,10 +111,16 @@ def jobs():
     J["eval_all"] = (["evaluate.py", "--suite", "all", *[a for c in chain for a in ("--ckpt", R(c))], "--rm",
                       R("rm_pair_s0"), "--out", R("eval_all")], chain + ["rm_pair_s0"], None)
     # claims 7-8: issue 13's toy base model (30 fresh worlds' text) and one SFT stage from it
-    for base, text in (("agent_base", "pretrain.jsonl"), ("agent_base_qa", "pretrain_qa.jsonl")):
+    for base, text, extra in (("agent_base", "pretrain.jsonl", []), ("agent_base_qa", "pretrain_qa.jsonl", []),
+                              ("agent_base_deep", "pretrain.jsonl", ["--num-layers", "8"])):
         J[base] = (["train_sft.py", "--config", "toy", "--data", R(text), "--mixture", "pretrain=1",
                     "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600", "--stop-after", "300",
-                    "--eval-data", "--out", R(base), "--seed", "0", "--quiet"], [], "model.safetensors")
+                    "--eval-data", "--out", R(base), "--seed", "0", "--quiet", *extra], [], "model.safetensors")
+    # issue 13: twice the layers (8; 8.0M parameters), with either expert
+    J["sft_search_deep"] = (_agent_sft("sft_search_deep", True, base="agent_base_deep"), ["agent_base_deep"],
+                            "model.safetensors")
+    J["sft_restate_deep"] = (_agent_sft("sft_restate_deep", True, "restate_trajectories.jsonl", base="agent_base_deep"),
+                             ["agent_base_deep"], "model.safetensors")
     # issue 13: a base whose text also holds quiz pages (question, the pages along its path, answer), then the same SFT
     J["sft_search_qa"] = (_agent_sft("sft_search_qa", True, base="agent_base_qa", pretrain="pretrain_qa.jsonl"),
                           ["agent_base_qa"], "model.safetensors")
@@ -127,7 +133,7 @@ def jobs():
     # issue 13: the same SFT with the expert's first search restating the question verbatim (first_query="question")
     J["sft_restate"] = (_agent_sft("sft_restate", True, "restate_trajectories.jsonl"), ["agent_base"],
                         "model.safetensors")
-    for name in ("sft_search", "sft_nosearch", "sft_restate", "sft_search_qa"):
+    for name in ("sft_search", "sft_nosearch", "sft_restate", "sft_search_qa", "sft_search_deep", "sft_restate_deep"):
         J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
     J["long_horizon"] = (["tests/reproduce.py", "--measure", "long_horizon", "agent_penalty_s0"],
                          ["agent_penalty_s0"], None)
