@@ -108,7 +108,7 @@ def not_reproduced(reason):
 def test_claim4_code_stage_1_raises_correctness():
     """Paper: code RL stage 1 raises correctness. Measured (code1 from sft_s0, 30 steps, lr 2e-4): held-out pass
     rate 0.421 -> 0.289 / 0.368 / 0.289 (16 -> 11 / 14 / 11 of 38) while the training-batch reward rises (0.59 ->
-    0.83, 0.71 -> 0.73, 0.60 -> 0.63): the filtered ~36 problems are fitted, the held-out instances are not. The
+    0.83, 0.71 -> 0.73, 0.60 -> 0.63): the 29-43 filtered problems are fitted, the held-out instances are not. The
     README's lr sweep (2e-5 .. 2e-4) found the same. Strict: this fails the day the claim reproduces."""
     for r in seeds(claim(4)):
         assert 0 < r["pass_rate"][0] < 1 and len(r["pass_rate"]) == 2  # the runs were evaluated
