@@ -224,7 +224,8 @@ def build(names, workers=2, log=print):
 # Measurements (each run as `python tests/reproduce.py --measure KIND NAME`, one thread, cached as runs/repro/*.json)
 
 def read_metrics(run_dir):
-    return [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl")) if line.strip()]
+    from nanbeige41 import data
+    return data.read_jsonl(os.path.join(run_dir, "metrics.jsonl"))  # a damaged line is named by file:line
 
 
 def reply_ok(tok, text, finish_reason, reference, tool_names, domain):
