@@ -99,12 +99,19 @@ class RuleCritic:
                           say "No results"), else the share of words never seen before, scaled (>= 0.3 -> 1).
     pass: every dimension >= threshold. The final-answer turn gets None (the answer score judges it).
 
+    strict=True (train_grpo --critic strict) judges two slips the default lets pass, still from the visible
+    trajectory only: a search naming an entity never seen (a capitalised query word in neither the question nor
+    an earlier observation: a made-up name, the toy agent's usual slip) gets logical_soundness 0; and the final
+    answer is judged too, logical_soundness 0 when a word of it is in no observation so far (a guess), else 1,
+    the other two dimensions 1 (whether it is right stays the answer score's business). Without the second rule
+    an agent whose only signal is turn penalties learns to answer at once (issue 13, README).
+
     use_gold=True is PRIVILEGED: information_gain is then 1 only when the observations first reveal an
     entity of the question's gold path, its page url or the answer, which no critic knows at test time.
     It is off by default (SFT data filtering, the agent stage, the CLI); a caller must ask for it."""
 
-    def __init__(self, threshold=0.5, use_gold=False):
-        self.threshold, self.use_gold = threshold, use_gold
+    def __init__(self, threshold=0.5, use_gold=False, strict=False):
+        self.threshold, self.use_gold, self.strict = threshold, use_gold, strict
 
     def judge(self, question, turns, gold=None):
         # What the agent has seen so far, kept as sets so that judging n turns costs O(n), not O(n^2).
@@ -122,11 +129,18 @@ class RuleCritic:
                 if hop.get("entity"):
                     gold_items.append((toy_world.BASE_URL + hop["entity"]).lower())
         seen_gold = {g for g in gold_items if g in question.lower()}
+        observed_so_far = set()  # the words of the observations only (an answer copied from the question is a guess)
         verdicts = []
         for turn in turns:
             calls = turn.get("tool_calls") or []
             if not calls and not turn.get("parse_errors") and turn.get("final_answer") is not None:
-                verdicts.append(None)
+                if not self.strict:
+                    verdicts.append(None)
+                    continue
+                words = set(terms(_plain_numbers(str(turn["final_answer"]))))
+                grounded = float(bool(words) and words <= observed_so_far)
+                verdicts.append({"logical_soundness": grounded, "tool_call_accuracy": 1.0, "information_gain": 1.0,
+                                 "pass": grounded >= self.threshold, "judge": "rule"})
                 continue
             n_ok = sum(bool(ok) for ok in turn.get("ok", []))
             accuracy = n_ok / max(len(calls) + len(turn.get("parse_errors") or []), 1)
@@ -139,6 +153,9 @@ class RuleCritic:
                     soundness = 0.0
                 elif call.get("name") == "visit" and str(args.get("url", "")).lower() not in seen_urls:
                     soundness = min(soundness, 0.5)
+                elif self.strict and call.get("name") == "search" and invented_names(args.get("query", ""),
+                                                                                     seen_terms):
+                    soundness = 0.0  # it searches for a name nobody mentioned: a made-up entity
                 elif call.get("name") == "search" and not set(terms(" ".join(map(str, args.values())))) & seen_terms:
                     soundness = min(soundness, 0.5)
                 seen_calls.add(_calls_key(call))
@@ -154,11 +171,25 @@ class RuleCritic:
             else:
                 gain = min(1.0, len(observed_terms - seen_terms) / max(len(observed_terms), 1) / 0.3)
             seen_terms |= observed_terms
+            observed_so_far |= set(terms(_plain_numbers(observed)))
             seen_urls.update(_urls(observed))
             scores = {"logical_soundness": soundness, "tool_call_accuracy": accuracy, "information_gain": gain}
             verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()),
                              "judge": "rule-gold" if gold_items else "rule"})
         return verdicts
+
+
+def invented_names(query, seen_terms):
+    """The capitalised words of a search query (names: "Zoran", "Minpo") that appear nowhere in `seen_terms`,
+    the words of the question and of the observations so far. A query naming such an entity is made up: the
+    agent cannot have learned the name from anything it was shown."""
+    names = set(terms(" ".join(re.findall(r"\b[A-Z][A-Za-z0-9]*", str(query)))))
+    return sorted(n for n in names if len(n) > 1 and n not in seen_terms)
+
+
+def _plain_numbers(text):
+    """1,234,567 -> 1234567: pages print numbers with thousands separators, answers without."""
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
 
 
 def _urls(text):

@@ -499,7 +499,7 @@ def agent_env(args, tokenizer, log):
         held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
     config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
                                       max_context_tokens=args.agent_context)
-    critic = search_agent.RuleCritic()
+    critic = search_agent.RuleCritic(strict=args.critic == "strict")
 
     def rollout(model, tok, items, a, seed):
         policy = agent_policies.ModelPolicy(model, tok, temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
@@ -628,6 +628,9 @@ def parse_args(argv=None):
     p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask", "none"],
                    help="what a turn the critic fails gets (none: trajectory reward only, the ablation)")
     p.add_argument("--turn-penalty", type=finite_float, default=0.5)
+    p.add_argument("--critic", default="rule", choices=["rule", "strict"],
+                   help="the turn judge: rule (search_agent.RuleCritic) or strict (also fails made-up names in "
+                        "queries and guessed answers; see RuleCritic)")
     p.add_argument("--agent-max-hops", type=non_negative_int, default=0,
                    help="train/evaluate on questions of <= this many hops (0: all)")
     p.add_argument("--agent-world-seed", type=non_negative_int, default=0,

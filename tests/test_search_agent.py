@@ -305,6 +305,39 @@ def test_default_critic_does_not_read_the_gold_path():
     assert sa.RuleCritic().judge(question, no_hit)[0]["information_gain"] == 0.0
 
 
+def test_strict_rule_critic_fails_made_up_names_and_guessed_answers():
+    """The toy agent's typical slip: it keeps the relation but swaps a name it was asked about for one it never
+    saw ("Zoran Minpo" for "Olga Minpo"). The strict visible critic fails that turn (soundness 0); the same query
+    with the question's name, or with a name an earlier observation showed, passes. The default critic passes
+    the slip and leaves the answer to the answer score."""
+    strict = sa.RuleCritic(strict=True)
+    question = "In what year was the university where Olga Minpo studied founded?"
+    seen = "Olga Minpo studied at Tamo Institute of Technology."
+    made_up = [_turn("search", {"query": "Zoran Minpo studied at"}, seen)]
+    v = strict.judge(question, made_up)[0]
+    assert v["logical_soundness"] == 0.0 and v["pass"] is False
+    assert sa.RuleCritic().judge(question, made_up)[0]["pass"] is True  # the default critic lets it pass
+    assert sa.invented_names("Zoran Minpo studied at", {"olga", "minpo", "studied"}) == ["zoran"]
+    assert strict.judge(question, [_turn("search", {"query": "Olga Minpo studied at"}, seen)])[0]["pass"]
+    chained = [_turn("search", {"query": "Olga Minpo studied at"}, seen),
+               _turn("search", {"query": "Tamo Institute of Technology founded"}, "Tamo Institute of Technology "
+                     "was founded in 1870.")]
+    assert [x["pass"] for x in strict.judge(question, chained)] == [True, True]
+    # the final answer: a guess (no observation holds it, or nothing was searched at all) fails; an answer read
+    # from an observation passes, numbers read through the pages' thousands separators
+    answer = lambda a: {"tool_calls": [], "observations": [], "ok": [], "final_answer": a}  # noqa: E731
+    assert strict.judge(question, [answer("1870")])[0]["pass"] is False
+    assert sa.RuleCritic().judge(question, [answer("1870")]) == [None]
+    assert strict.judge(question, [answer("Olga Minpo")])[0]["pass"] is False  # from the question only
+    assert [x["pass"] for x in strict.judge(question, chained + [answer("1870")])] == [True, True, True]
+    assert strict.judge(question, chained + [answer("1871")])[-1]["logical_soundness"] == 0.0
+    population = [_turn("search", {"query": "Momar population"}, "Momar has a population of 601,266.")]
+    assert strict.judge("How many live in Momar?", population + [answer("601266")])[-1]["pass"] is True
+    # lower-case keywords are not names: a query of unseen plain words stays at the old 0.5 (no shared word)
+    assert strict.judge(question, [_turn("search", {"query": "weather"}, "Sunny.")])[0][
+        "logical_soundness"] == 0.5
+
+
 @pytest.mark.parametrize("reply, passed, scores", [
     ("logical_soundness: 8\ntool_call_accuracy: 10\ninformation_gain: 7\nverdict: pass", True, (0.8, 1.0, 0.7)),
     ("**Logical_Soundness**: 9\nTool_Call_Accuracy: 9\ninformation_gain: 2\nverdict: pass", False, (0.9, 0.9, 0.2)),
