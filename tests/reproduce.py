@@ -92,7 +92,7 @@ def jobs():
                                                 "--max-steps", "200", "--eval-every", "10",
                                                 "--max-rollouts", final_rollouts(f"code1_s{s}")),
                               ["sft_s0", f"code1_s{s}"], "model.safetensors")
-        agent = ("--max-steps", "10", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
+        agent = ("--max-steps", "6", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
                  str(AGENT_WORLD), "--lr", "1e-4")
         J[f"agent_penalty_s{s}"] = (_grpo("agent", "sft_search", f"agent_penalty_s{s}", s, *agent,
                                           "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")

@@ -7,6 +7,7 @@ The unmarked tests at the top check the chain itself in the default suite: the j
 checker."""
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -77,6 +78,33 @@ def test_format_checker_accepts_every_reference_reply_and_rejects_broken_ones(to
 # seed, the direction and a margin below the smallest gap measured over the three seeds (the measured figures are
 # in each docstring and in the README's table, from one run of `python tests/reproduce.py`).
 
+# What each repro test builds besides its claim's CLAIM_JOBS (the tests named test_claimN_...).
+EXTRA_NEEDS = {"test_trained_agent_through_the_context_policy": ["long_horizon"],
+               "test_claim7_prerequisite_the_toy_base_model_copies_names_from_its_context": ["agent_base", "sft_s0"]}
+# The longest chains first (agent base -> SFT -> agent stage; SFT -> code1 -> code2), so both workers stay busy.
+BUILD_ORDER = (8, 7, 5, 6, 4, 1, 3, 2)
+
+
+def needs(test_name):
+    m = re.match(r"test_claim(\d+)_", test_name)
+    return EXTRA_NEEDS.get(test_name) or (rp.CLAIM_JOBS[int(m.group(1))] if m else [])
+
+
+@pytest.fixture(scope="module")
+def built(request):
+    """Builds every run the selected repro tests need in one go, two jobs at a time across claims (one claim at a
+    time would leave a core idle whenever a claim has an odd number of runs or a chain). A test run alone builds
+    only what it needs."""
+    names = [n for item in request.session.items if item.get_closest_marker("repro") for n in needs(item.name)]
+    rank = {n: i for i, c in enumerate(BUILD_ORDER) for n in rp.CLAIM_JOBS[c]}
+    rp.build(sorted(dict.fromkeys(names), key=lambda n: rank.get(n, len(BUILD_ORDER))))
+
+
+def repro(test):
+    """@repro: marked `repro` (deselected by default; `pytest -m repro`) and built by the fixture above."""
+    return pytest.mark.repro(pytest.mark.usefixtures("built")(test))
+
+
 def claim(n):
     rp.build(rp.CLAIM_JOBS[n])
     result = rp.claim_results(n)
@@ -103,7 +131,7 @@ def not_reproduced(reason):
     return pytest.mark.xfail(strict=True, raises=NotReproduced, reason=reason)
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: code1 lowers held-out correctness (README)")
 def test_claim4_code_stage_1_raises_correctness():
     """Paper: code RL stage 1 raises correctness. Measured (code1 from sft_s0, 30 steps, lr 2e-4): held-out pass
@@ -115,7 +143,7 @@ def test_claim4_code_stage_1_raises_correctness():
         paper_says(r["pass_rate"][1] > r["pass_rate"][0], f"held-out pass rate {r['pass_rate']}")
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: without the filter more rollouts reach the update and held-out "
                 "correctness ends higher (README)")
 def test_claim6_difficulty_filter_improves_sample_efficiency():
@@ -133,7 +161,7 @@ def test_claim6_difficulty_filter_improves_sample_efficiency():
         paper_says(f["eval_pass_rate"][1] >= nf["eval_pass_rate"][1], "held-out pass rate at equal rollouts")
 
 
-@pytest.mark.repro
+@repro
 def test_claim8_the_agent_stage_cuts_the_turns_the_critic_fails():
     """What the agent stage does at toy scale (issue 13), with either reward: 10 steps from sft_search (G = 8, 4
     questions a step, lr 1e-4) take the critic's held-out fail rate from 30.8% to 8.0% / 8.1% / 13.9% with
@@ -150,7 +178,7 @@ def test_claim8_the_agent_stage_cuts_the_turns_the_critic_fails():
             assert r[credit]["terminations"].get("answer", 0) >= 68  # measured 69-70
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: at equal rollouts trajectory-only reward cuts the critic's fail "
                 "rate about as much, and accuracy stays at 0-1 of 70 either way (README)")
 def test_claim8_turn_level_supervision_helps_the_agent():
@@ -162,7 +190,7 @@ def test_claim8_turn_level_supervision_helps_the_agent():
         paper_says(r["penalty"]["correct"] > r["none"]["correct"], "held-out accuracy")
 
 
-@pytest.mark.repro
+@repro
 def test_trained_agent_through_the_context_policy():
     """Issue 13, result 4: the trained agent (agent_penalty_s0) with 60 turns allowed and only the last 2 tool
     results verbatim, on all hops of world 4242's 70 held-out questions. Measured: every episode answers, after
@@ -176,7 +204,7 @@ def test_trained_agent_through_the_context_policy():
     assert report["rewrites_per_episode"] < 0.2 and report["turns_with_placeholder_view"] == 0
 
 
-@pytest.mark.repro
+@repro
 def test_claim7_prerequisite_the_toy_base_model_copies_names_from_its_context():
     """Issue 13's cause, measured on the induction probe (bench/agent_learnability.py: the loss of an entity name on
     the pages of an unseen world, at its first mention vs. its repeats): the toy base model (agent_base: step 300
@@ -196,7 +224,7 @@ def test_claim7_prerequisite_the_toy_base_model_copies_names_from_its_context():
     assert abs(sft["name_loss_repeat"] - sft["name_loss_first_mention"]) < 0.5
 
 
-@pytest.mark.repro
+@repro
 def test_claim5_code_stage_2_raises_r_time_while_correctness_holds():
     """Paper (Figure 4): stage 2's gated time-complexity reward raises R_time while correctness holds. Measured
     (code2 from code1_s*, 30 steps, lr 5e-5; held-out = 38 problems, greedy): R_time 0.158 -> 0.316 / 0.184 ->
@@ -211,7 +239,7 @@ def test_claim5_code_stage_2_raises_r_time_while_correctness_holds():
         assert r["train_r_time"][1] > r["train_r_time"][0] + 0.08  # smallest 0.13
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: no SFT answers more than 1 of 70 held-out questions (README)")
 def test_claim7_search_trajectories_in_sft_help_deep_search():
     """Paper (Table 3): SFT with the synthesized multi-hop QA + trajectories improves deep search. Measured: 400 SFT
@@ -227,7 +255,7 @@ def test_claim7_search_trajectories_in_sft_help_deep_search():
         paper_says(with_search["accuracy"] > without["accuracy"], "held-out accuracy")
 
 
-@pytest.mark.repro
+@repro
 def test_claim2_point_rl_with_the_rm_alone_cuts_truncation():
     """Paper (2.1.2): point-wise RL cuts overlong truncation (5.27% -> 0.38%) with the reward model alone. Measured
     (point from sft_s0, 30 steps, `--overlong none`: no length penalty; rollouts of steps 1-5 vs 26-30, 64 a step):
@@ -238,7 +266,7 @@ def test_claim2_point_rl_with_the_rm_alone_cuts_truncation():
         assert r["rm_score"][1] > r["rm_score"][0] + 1.0  # smallest measured rise 1.76
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: repetitive rollouts rise in seed 0 (1-3% either way) (README)")
 def test_claim2_point_rl_suppresses_repetition():
     """Paper (2.1.2): point-wise RL suppresses repetition. Measured (same runs): repetitive rollouts 1.2% -> 1.6%
@@ -247,7 +275,7 @@ def test_claim2_point_rl_suppresses_repetition():
         paper_says(r["repetitive"][1] < r["repetitive"][0], f"repetitive {r['repetitive']}")
 
 
-@pytest.mark.repro
+@repro
 def test_claim3_swap_consistency_removes_the_pair_rm_position_bias():
     """Paper (2.1.3): the swap-consistency regulariser makes the pair-wise RM order-consistent. Measured (pair RM
     from sft_s0, seeds 0 / 1 / 2; held-out mean abs(d(A,B) + d(B,A))): 0.094 / 0.105 / 0.065 with it, 1.478 /
@@ -257,7 +285,7 @@ def test_claim3_swap_consistency_removes_the_pair_rm_position_bias():
         assert r["position_bias_swap"] < 0.2  # measured at most 0.105
 
 
-@pytest.mark.repro
+@repro
 @not_reproduced("not reproduced at toy scale: the toy pair RM's win/lose signal is near chance (README)")
 def test_claim3_pair_rl_raises_the_win_rate_against_the_reference():
     """Paper (2.1.3): pair-wise RL raises the win rate against reference answers. Measured (pair from sft_s0 with
@@ -267,7 +295,7 @@ def test_claim3_pair_rl_raises_the_win_rate_against_the_reference():
         paper_says(r["win_rate"][1] > r["win_rate"][0], f"win rate {r['win_rate']}")
 
 
-@pytest.mark.repro
+@repro
 def test_claim1_sft_over_the_length_curriculum_teaches_the_formats():
     """Paper (2.1.1): SFT on the domain mixture over a length curriculum teaches the formats. Measured (toy SFT,
     500 steps over the 256 -> 512 -> 1024 curriculum, seeds 0 / 1 / 2): well-formed replies to 60 held-out turns
