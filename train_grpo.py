@@ -281,12 +281,18 @@ def assign_advantages(samples, args):
        negative reward"): for a turn the critic failed,
           --turn-credit penalty:  A_turn = A_traj - turn_penalty
           --turn-credit mask:     the turn's tokens leave the loss;
-          --turn-credit none:     nothing (trajectory-level reward only: the ablation).
+          --turn-credit none:     nothing (trajectory-level reward only: the ablation);
+          --turn-credit reward:   no per-turn term; instead step 1 adds turn_penalty x (the share of the trajectory's
+                                  turns the critic passed) to its reward, so a trajectory of sound turns beats one
+                                  of failed turns even when both answer wrong (a departure: the paper only
+                                  penalises; issue 13 measures it with --critic strict).
     Safe to call once per group as soon as the group is rolled out (dynamic sampling needs the result)."""
     trajs = trajectories(samples)
     for segs in trajs.values():
         cut = any(s.overlong for s in segs)
         r = segs[0].reward - (args.overlong_penalty if cut and args.overlong == "penalty" else 0.0)
+        if args.turn_credit == "reward":
+            r += args.turn_penalty * segs[0].info.get("turn_pass", 1.0)
         for s in segs:
             s.traj_reward = r
     groups = {}
@@ -302,7 +308,7 @@ def assign_advantages(samples, args):
             for s in segs:
                 s.advantage = a
                 s.token_adv = [a] * len(s.response)
-                for start, end in (s.bad_spans if args.turn_credit != "none" else []):
+                for start, end in (s.bad_spans if args.turn_credit in ("penalty", "mask") else []):
                     for i in range(start, end):
                         if args.turn_credit == "mask":
                             s.loss_mask[i] = 0
@@ -625,9 +631,10 @@ def parse_args(argv=None):
     # Agent stage (2.2)
     p.add_argument("--agent-max-turns", type=positive_int, default=None)
     p.add_argument("--agent-context", type=positive_int, default=None, help="tokens of the context window")
-    p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask", "none"],
-                   help="what a turn the critic fails gets (none: trajectory reward only, the ablation)")
-    p.add_argument("--turn-penalty", type=finite_float, default=0.5)
+    p.add_argument("--turn-credit", default="penalty", choices=["penalty", "mask", "none", "reward"],
+                   help="what a turn the critic fails gets (none: trajectory reward only, the ablation; reward: "
+                        "the share of passed turns joins the trajectory reward; see assign_advantages)")
+    p.add_argument("--turn-penalty", type=finite_float, default=0.5, help="the per-turn penalty (reward: the weight)")
     p.add_argument("--critic", default="rule", choices=["rule", "strict"],
                    help="the turn judge: rule (search_agent.RuleCritic) or strict (also fails made-up names in "
                         "queries and guessed answers; see RuleCritic)")

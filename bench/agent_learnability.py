@@ -135,13 +135,16 @@ def long_horizon(ckpt, n, max_hops=0, world_seed=0, max_turns=60, keep_last_k=2,
 
 def held_out_eval(ckpt, n=62, max_hops=2, world_seed=0):
     """Greedy held-out episodes of a checkpoint, as the agent stage runs them (8 turns, 128 new tokens per turn,
-    a 2048-token window): search_agent.evaluate_agent's figures, without the records."""
+    a 2048-token window): search_agent.evaluate_agent's figures, without the records, plus the rate of turns
+    (final answers included) the strict critic fails: RuleCritic(strict=True) also fails made-up names and guesses."""
     model = Transformer.from_pretrained(ckpt).eval()
     tok = Tokenizer.from_pretrained(ckpt)
     config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
     questions = held_out_questions(max_hops, world_seed)[:n]
     ev = sa.evaluate_agent(model, tok, questions, toolbox_for(world_seed), config, batch=len(questions))
-    ev.pop("records")
+    strict = sa.RuleCritic(strict=True)
+    judged = [v for r in ev.pop("records") for v in strict.judge(r["question"], r["turns"]) if v is not None]
+    ev["strict_turn_fail_rate"] = sum(not v["pass"] for v in judged) / max(len(judged), 1)
     return {"ckpt": ckpt, "max_hops": max_hops, "world_seed": world_seed, **ev}
 
 

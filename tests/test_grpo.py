@@ -152,6 +152,20 @@ def test_turn_level_credit_on_a_hand_made_trajectory():
     assert samples[1].loss_mask == [1, 1, 0, 0, 0, 1] and samples[1].token_adv == pytest.approx([a] * 6)
 
 
+def test_turn_credit_reward_adds_the_passed_share_to_the_trajectory_reward():
+    """--turn-credit reward: two wrong answers (score 0), one of sound turns and one of failed turns; the sound one
+    gets the positive advantage, and no token gets a per-turn term (bad spans are not used)."""
+    def traj(k, share, bad=()):
+        return Sample("q", 0, [1, 2], [3, 4, 5], [0.0] * 3, [1] * 3, traj=k, reward=0.0, bad_spans=list(bad),
+                      info={"turn_pass": share})
+    samples = assign_advantages([traj(0, 1.0), traj(1, 0.0, bad=[(0, 2)])], _args(turn_credit="reward",
+                                                                               turn_penalty=0.5))
+    assert [s.traj_reward for s in samples] == [0.5, 0.0]
+    a = 0.25 / (math.sqrt(0.125) + 1e-4)  # (0.5 - 0.25) / the unbiased std of [0.5, 0]
+    assert samples[0].token_adv == pytest.approx([a] * 3) and samples[1].token_adv == pytest.approx([-a] * 3)
+    assert has_signal(samples)
+
+
 def test_overlong_mask_and_penalty():
     def mk(r, cut):
         return Sample("q", 0, [1], [5, 6], [0.0, 0.0], [1, 1], traj=len(made), reward=r, overlong=cut)
