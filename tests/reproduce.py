@@ -41,9 +41,12 @@ def R(*parts):
     return os.path.join(OUT, *parts)
 
 
-def final_rollouts(run):
-    """The rollouts a finished GRPO run drew (its last metrics line), for an equal-rollout comparison."""
-    rows = read_metrics(R(run))
+FILTER_STEPS = 10  # claim 6 compares code1's first 10 steps (its lr is constant after warmup: a 10-step run)
+
+
+def final_rollouts(run, step=None):
+    """The rollouts a GRPO run had drawn by `step` (default: its end), for an equal-rollout comparison."""
+    rows = [r for r in read_metrics(R(run)) if "rollouts" in r and (step is None or r["step"] <= step)]
     return str(rows[-1]["rollouts"])
 
 
@@ -79,20 +82,20 @@ def jobs():
                                          "--seed", str(s), "--out", R(f"rm_pair{swap}_s{s}")]
                                         + (["--swap-weight", "0"] if swap else []), ["sft_s0"], "reward_head.json")
         J[f"point_s{s}"] = (_grpo("point", "sft_s0", f"point_s{s}", s, "--reward-model", R("rm_point"),
-                                  "--overlong", "none", "--max-steps", "20", "--eval-every", "10"),
+                                  "--overlong", "none", "--max-steps", "15", "--eval-every", "10"),
                             ["sft_s0", "rm_point"], "model.safetensors")
         J[f"pair_s{s}"] = (_grpo("pair", "sft_s0", f"pair_s{s}", s, "--reward-model", R("rm_pair_s0"),
-                                 "--max-steps", "20", "--eval-every", "10"), ["sft_s0", "rm_pair_s0"],
+                                 "--max-steps", "15", "--eval-every", "10"), ["sft_s0", "rm_pair_s0"],
                            "model.safetensors")
         J[f"code1_s{s}"] = (_grpo("code1", "sft_s0", f"code1_s{s}", s, "--max-steps", "20", "--eval-every", "10"), ["sft_s0"],
                             "model.safetensors")
-        J[f"code2_s{s}"] = (_grpo("code2", f"code1_s{s}", f"code2_s{s}", s, "--max-steps", "20", "--eval-every", "10"),
+        J[f"code2_s{s}"] = (_grpo("code2", f"code1_s{s}", f"code2_s{s}", s, "--max-steps", "10", "--eval-every", "10"),
                             [f"code1_s{s}"], "model.safetensors")
         J[f"code1nf_s{s}"] = (lambda s=s: _grpo("code1", "sft_s0", f"code1nf_s{s}", s, "--no-difficulty-filter",
                                                 "--max-steps", "200", "--eval-every", "10",
-                                                "--max-rollouts", final_rollouts(f"code1_s{s}")),
+                                                "--max-rollouts", final_rollouts(f"code1_s{s}", FILTER_STEPS)),
                               ["sft_s0", f"code1_s{s}"], "model.safetensors")
-        agent = ("--max-steps", "6", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
+        agent = ("--max-steps", "4", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
                  str(AGENT_WORLD), "--lr", "1e-4")
         J[f"agent_penalty_s{s}"] = (_grpo("agent", "sft_search", f"agent_penalty_s{s}", s, *agent,
                                           "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
@@ -179,10 +182,32 @@ def prepare_inputs():
             range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}, first_query="question"))
 
 
+# Minutes a job took on the project's 2-core machine at one thread, two jobs at a time (2026-11-23 run; first
+# matching prefix wins). Only the build order uses them: the job with the longest chain of work still behind it
+# starts first (list scheduling), so a long run with nothing waiting on it is not left for last.
+MINUTES = (("agent_eval_sft_nosearch", 2.5), ("agent_eval", 0.4), ("agent_base", 7.3), ("agent_", 3.1),
+           ("sft_search", 2.5), ("sft_s", 5.5), ("sft_", 2.5), ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
+           ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
+           ("", 0.5))
+
+
+def minutes(name):
+    return next(m for prefix, m in MINUTES if name.startswith(prefix))
+
+
+def build_order(todo, J):
+    """`todo` (dependencies before dependents) sorted by the longest chain of work each job starts: its minutes plus
+    the longest chain of todo jobs waiting on it."""
+    chain = {}
+    for n in reversed(todo):
+        chain[n] = minutes(n) + max([chain[m] for m in todo if n in J[m][1] and m in chain], default=0.0)
+    return sorted(todo, key=lambda n: -chain[n])
+
+
 def build(names, workers=2, log=print):
     """Build `names` and everything they need, missing ones only, `workers` at a time. Raises on a failed run."""
     J = jobs()
-    todo = []  # dependencies first, otherwise in the order asked: a ready job starts in this order
+    todo = []  # dependencies first
 
     def add(n):
         if n not in todo and not done(n, J[n]):
@@ -193,6 +218,7 @@ def build(names, workers=2, log=print):
         add(n)
     if not todo:
         return
+    todo = build_order(todo, J)  # a ready job starts in this order
     prepare_inputs()
     running, t0 = {}, time.time()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
@@ -369,7 +395,8 @@ def claim_results(claim):
             per_seed[s]["train_r_time"] = [window(rows, "r_time"), window(rows, "r_time", first=False)]
     elif claim == 6:
         for s in SEEDS:
-            runs = {"filter": read_metrics(R(f"code1_s{s}")), "no_filter": read_metrics(R(f"code1nf_s{s}"))}
+            runs = {"filter": [r for r in read_metrics(R(f"code1_s{s}")) if r["step"] <= FILTER_STEPS],
+                    "no_filter": read_metrics(R(f"code1nf_s{s}"))}
             per_seed[s] = {}
             for label, rows in runs.items():
                 train = [r for r in rows if "reward_mean" in r]
@@ -392,6 +419,7 @@ def claim_results(claim):
                 ev, rows = load(f"agent_eval_{c}_s{s}"), read_metrics(R(f"agent_{c}_s{s}"))
                 per_seed[s][c] = {"accuracy": ev["accuracy"], "correct": round(ev["accuracy"] * ev["n"]),
                                   "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns"],
+                                  "strict_turn_fail_rate": ev.get("strict_turn_fail_rate"),
                                   "terminations": ev["terminations"], "rollouts": rows[-1]["rollouts"],
                                   "steps": len(rows)}
         return {"before": before, "per_seed": per_seed, "long_horizon": load("long_horizon")}
@@ -473,28 +501,28 @@ def table(results):
         rows.append((1, "format-valid replies (60 held-out turns), random init -> SFT",
                      seeds(lambda r: _arrow((r["format_valid_before"], r["format_valid_after"]), _pct), 1)))
     if 2 in results:
-        rows.append((2, "point, RM alone (`--overlong none`): cut at the length limit, steps 1-5 -> 26-30",
+        rows.append((2, "point, RM alone (`--overlong none`): cut at the length limit, first 5 steps -> last 5",
                      seeds(lambda r: _arrow(r["cut_at_limit"], _pct), 2)))
         rows.append((2, "point: repetitive rollouts", seeds(lambda r: _arrow(r["repetitive"], _pct), 2)))
         rows.append((2, "point: RM score", seeds(lambda r: _arrow(r["rm_score"], lambda x: f"{x:.2f}"), 2)))
-        rows.append((2, "point: held-out greedy RM score (12 prompts), step 0 -> 30",
+        rows.append((2, "point: held-out greedy RM score (12 prompts), step 0 -> end",
                      seeds(lambda r: _arrow(r["eval_rm_score"], lambda x: f"{x:.2f}"), 2)))
     if 3 in results:
         rows.append((3, "pair RM position bias mean abs(d(A,B) + d(B,A)): with swap-consistency vs without",
                      seeds(lambda r: f"{r['position_bias_swap']:.3f} vs {r['position_bias_noswap']:.3f}", 3)))
-        rows.append((3, "pair: win rate against the reference, training steps 1-5 -> 26-30",
+        rows.append((3, "pair: win rate against the reference, training first 5 steps -> last 5",
                      seeds(lambda r: _arrow(r["win_rate"]), 3)))
-        rows.append((3, "pair: held-out greedy win rate (12 prompts), step 0 -> 30",
+        rows.append((3, "pair: held-out greedy win rate (12 prompts), step 0 -> end",
                      seeds(lambda r: _arrow(r["eval_win_rate"]), 3)))
     for claim, stage in ((4, "code1"), (5, "code2")):
         if claim in results:
-            rows.append((claim, f"{stage}: held-out pass rate (38 problems), step 0 -> 30",
+            rows.append((claim, f"{stage}: held-out pass rate (38 problems), step 0 -> end",
                          seeds(lambda r: _arrow(r["pass_rate"]), claim)))
     if 5 in results:
-        rows.append((5, "code2: held-out R_time, step 0 -> 30", seeds(lambda r: _arrow(r["r_time"]), 5)))
-        rows.append((5, "code2: share of held-out correct solutions in the optimal class, step 0 -> 30",
+        rows.append((5, "code2: held-out R_time, step 0 -> end", seeds(lambda r: _arrow(r["r_time"]), 5)))
+        rows.append((5, "code2: share of held-out correct solutions in the optimal class, step 0 -> end",
                      seeds(lambda r: _arrow(r["optimal_among_correct"], _pct), 5)))
-        rows.append((5, "code2: training-batch R_time, steps 1-5 -> 26-30",
+        rows.append((5, "code2: training-batch R_time, first 5 steps -> last 5",
                      seeds(lambda r: _arrow(r["train_r_time"]), 5)))
     if 6 in results:
         rows.append((6, "code1 at equal rollouts, filter vs none: share of rollouts reaching the update",
@@ -511,6 +539,9 @@ def table(results):
                                      f"{r['without_search']['terminations'].get('answer', 0)}", 7)))
         rows.append((7, "... turns the critic fails", seeds(
             lambda r: _vs(r["with_search"]["turn_fail_rate"], r["without_search"]["turn_fail_rate"], _pct), 7)))
+        rows.append((7, "... turns the strict critic fails (made-up names, guessed answers)", seeds(
+            lambda r: _vs(r["with_search"]["strict_turn_fail_rate"], r["without_search"]["strict_turn_fail_rate"],
+                          _pct), 7)))
     if 8 in results:
         b = results[8]["before"]
         rows.append((8, f"agent stage at equal rollouts, turn + trajectory vs trajectory only: held-out accuracy "
@@ -518,6 +549,8 @@ def table(results):
                      seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
         rows.append((8, f"... turns the critic fails (before: {_pct(b['turn_fail_rate'])})", seeds(
             lambda r: f"{_pct(r['penalty']['turn_fail_rate'])} vs {_pct(r['none']['turn_fail_rate'])}", 8)))
+        rows.append((8, f"... turns per episode (before: {b['turns']:.2f})", seeds(
+            lambda r: f"{r['penalty']['turns']:.2f} vs {r['none']['turns']:.2f}", 8)))
         rows.append((8, "... rollouts drawn",
                      seeds(lambda r: _vs(r["penalty"]["rollouts"], r["none"]["rollouts"], str), 8)))
     lines = ["| # | measured (seeds 0 / 1 / 2) | figure |", "|---|---|---|"]

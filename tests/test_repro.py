@@ -18,7 +18,7 @@ import train_grpo  # noqa: E402
 
 
 def test_job_table_is_complete_acyclic_and_every_grpo_command_parses(monkeypatch):
-    monkeypatch.setattr(rp, "final_rollouts", lambda run: "1000")
+    monkeypatch.setattr(rp, "final_rollouts", lambda run, step=None: "1000")
     J = rp.jobs()
     for names in rp.CLAIM_JOBS.values():
         assert set(names) <= set(J)
@@ -43,6 +43,16 @@ def test_job_table_is_complete_acyclic_and_every_grpo_command_parses(monkeypatch
             # every run it starts from is a job it waits for
             assert os.path.basename(args.init) in deps, (name, args.init)
             assert args.out == rp.R(name)
+
+
+def test_build_starts_the_longest_chain_of_work_first():
+    J = {"sft_s1": ([], [], None), "agent_base": ([], [], None), "sft_search": ([], ["agent_base"], None),
+         "format_sft_s1": ([], ["sft_s1"], None), "point_s0": ([], [], None)}
+    order = rp.build_order(["point_s0", "sft_s1", "format_sft_s1", "agent_base", "sft_search"], J)
+    # agent_base (7.3 min) + sft_search behind it, then sft_s1 (5.5) + its format check, then the short ones
+    assert order == ["agent_base", "sft_s1", "sft_search", "point_s0", "format_sft_s1"]
+    assert rp.minutes("agent_eval_sft_nosearch_s2") == 2.5 and rp.minutes("agent_eval_none_s0") == 0.4
+    assert rp.minutes("sft_search_s1") == rp.minutes("sft_nosearch") == 2.5 and rp.minutes("sft_s1") == 5.5
 
 
 def _reference_text(tok, msgs, tools, ref):
@@ -81,9 +91,6 @@ def test_format_checker_accepts_every_reference_reply_and_rejects_broken_ones(to
 # What each repro test builds besides its claim's CLAIM_JOBS (the tests named test_claimN_...).
 EXTRA_NEEDS = {"test_trained_agent_through_the_context_policy": ["long_horizon"],
                "test_claim7_prerequisite_the_toy_base_model_copies_names_from_its_context": ["agent_base", "sft_s0"]}
-# The longest chains first (agent base -> SFT -> agent stage; SFT -> code1 -> code2), so both workers stay busy.
-BUILD_ORDER = (8, 7, 5, 6, 4, 1, 3, 2)
-
 
 def needs(test_name):
     m = re.match(r"test_claim(\d+)_", test_name)
@@ -92,12 +99,11 @@ def needs(test_name):
 
 @pytest.fixture(scope="module")
 def built(request):
-    """Builds every run the selected repro tests need in one go, two jobs at a time across claims (one claim at a
-    time would leave a core idle whenever a claim has an odd number of runs or a chain). A test run alone builds
-    only what it needs."""
-    names = [n for item in request.session.items if item.get_closest_marker("repro") for n in needs(item.name)]
-    rank = {n: i for i, c in enumerate(BUILD_ORDER) for n in rp.CLAIM_JOBS[c]}
-    rp.build(sorted(dict.fromkeys(names), key=lambda n: rank.get(n, len(BUILD_ORDER))))
+    """Builds every run the selected repro tests need in one go, two jobs at a time across claims, longest chain of
+    work first (one claim at a time would leave a core idle whenever a claim has an odd number of runs or a
+    chain). A test run alone builds only what it needs."""
+    rp.build(list(dict.fromkeys(n for item in request.session.items if item.get_closest_marker("repro")
+                                for n in needs(item.name))))
 
 
 def repro(test):
