@@ -65,7 +65,8 @@ def _agent_sft(name, search, trajectories="search_trajectories.jsonl", seed=0, b
     if search:
         files.append(R(trajectories))
     return ["train_sft.py", "--config", "toy", "--init", R(base), "--seq-len", "1024", "--data", *files,
-            "--mixture", mixture, "--max-steps", str(steps), "--eval-data", "--out", R(name), "--seed", str(seed), "--quiet"]
+            "--mixture", mixture, "--max-steps", str(steps), "--eval-data", "--out", R(name), "--seed", str(seed),
+            "--quiet"]
 
 
 def jobs():
@@ -87,8 +88,8 @@ def jobs():
         J[f"pair_s{s}"] = (_grpo("pair", "sft_s0", f"pair_s{s}", s, "--reward-model", R("rm_pair_s0"),
                                  "--max-steps", "15", "--eval-every", "10"), ["sft_s0", "rm_pair_s0"],
                            "model.safetensors")
-        J[f"code1_s{s}"] = (_grpo("code1", "sft_s0", f"code1_s{s}", s, "--max-steps", "20", "--eval-every", "10"), ["sft_s0"],
-                            "model.safetensors")
+        J[f"code1_s{s}"] = (_grpo("code1", "sft_s0", f"code1_s{s}", s, "--max-steps", "20", "--eval-every", "10"),
+                            ["sft_s0"], "model.safetensors")
         J[f"code2_s{s}"] = (_grpo("code2", f"code1_s{s}", f"code2_s{s}", s, "--max-steps", "10", "--eval-every", "10"),
                             [f"code1_s{s}"], "model.safetensors")
         J[f"code1nf_s{s}"] = (lambda s=s: _grpo("code1", "sft_s0", f"code1nf_s{s}", s, "--no-difficulty-filter",
