@@ -124,10 +124,12 @@ def jobs():
     # issue 13: twice the layers (8; 8.0M parameters), with either expert
     J["sft_search_deep"] = (_agent_sft("sft_search_deep", True, base="agent_base_deep", steps=400), ["agent_base_deep"],
                             "model.safetensors")
-    J["sft_restate_deep"] = (_agent_sft("sft_restate_deep", True, "restate_trajectories.jsonl", base="agent_base_deep", steps=400),
+    J["sft_restate_deep"] = (_agent_sft("sft_restate_deep", True, "restate_trajectories.jsonl", base="agent_base_deep",
+                                        steps=400),
                              ["agent_base_deep"], "model.safetensors")
     # issue 13: a base whose text also holds quiz pages (question, the pages along its path, answer), then the same SFT
-    J["sft_search_qa"] = (_agent_sft("sft_search_qa", True, base="agent_base_qa", pretrain="pretrain_qa.jsonl", steps=400),
+    J["sft_search_qa"] = (_agent_sft("sft_search_qa", True, base="agent_base_qa", pretrain="pretrain_qa.jsonl",
+                                     steps=400),
                           ["agent_base_qa"], "model.safetensors")
     J["sft_search"] = (_agent_sft("sft_search", True), ["agent_base"], "model.safetensors")
     J["sft_nosearch"] = (_agent_sft("sft_nosearch", False), ["agent_base"], "model.safetensors")
