@@ -171,7 +171,8 @@ class RuleCritic:
             else:
                 gain = min(1.0, len(observed_terms - seen_terms) / max(len(observed_terms), 1) / 0.3)
             seen_terms |= observed_terms
-            observed_so_far |= set(terms(_plain_numbers(observed)))
+            if self.strict:  # only the strict critic judges answers against the observations
+                observed_so_far |= set(terms(_plain_numbers(observed)))
             seen_urls.update(_urls(observed))
             scores = {"logical_soundness": soundness, "tool_call_accuracy": accuracy, "information_gain": gain}
             verdicts.append({**scores, "pass": all(v >= self.threshold for v in scores.values()),
