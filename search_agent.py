@@ -367,7 +367,7 @@ def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=No
         raise ValueError("world seed 0 is the shipped world: its test questions are held out")
     records = []
     for world_seed in world_seeds:
-        world = toy_world.generate_world(world_seed)
+        world = toy_world.fresh_world(world_seed)
         questions = toy_world.synthesize_questions(world, questions_per_world, seed=world_seed + seed,
                                                    hop_weights=hop_weights or {1: 2, 2: 3, 3: 2, 4: 1},
                                                    test_fraction=0.0)

@@ -491,7 +491,7 @@ def general_env(stage, args, tokenizer, log, device):
 
 def agent_env(args, tokenizer, log):
     if args.agent_world_seed:  # a freshly generated world, its questions split 80/20 as the shipped one's
-        world = toy_world.generate_world(args.agent_world_seed)
+        world = toy_world.fresh_world(args.agent_world_seed)
         rows = toy_world.synthesize_questions(world, seed=args.agent_world_seed)
         wiki = search_tools.LocalWiki(world)
         toolbox = search_tools.Toolbox(wiki, wiki, search_tools.sandboxed_python())

@@ -84,6 +84,8 @@ p.add_argument("--intermediate-size", type=positive_int, default=None)
 p.add_argument("--num-layers", type=positive_int, default=None)
 p.add_argument("--num-heads", type=positive_int, default=None)
 p.add_argument("--num-kv-heads", type=positive_int, default=None)
+p.add_argument("--tie-embeddings", action="store_true",
+               help="share the input embedding with the output projection (fresh init only; the release does not)")
 p.add_argument("--activation-checkpointing", action="store_true", help="recompute each block in backward")
 p.add_argument("--cp", type=positive_int, default=1,
                help="context-parallel degree: consecutive ranks that split each row (Ulysses all-to-all)")
@@ -252,7 +254,7 @@ if args.init:
 else:
     overrides = dict(hidden_size=args.hidden_size, intermediate_size=args.intermediate_size,
                      num_hidden_layers=args.num_layers, num_attention_heads=args.num_heads,
-                     num_key_value_heads=args.num_kv_heads)
+                     num_key_value_heads=args.num_kv_heads, tie_word_embeddings=args.tie_embeddings or None)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "hidden_size" in overrides or "num_attention_heads" in overrides:
         overrides.setdefault("head_dim", None)  # re-derive hidden // heads

@@ -95,7 +95,7 @@ def held_out_questions(max_hops=0, world_seed=0):
     generated world's (as train_grpo --agent-world-seed builds them), optionally only questions of <= max_hops
     hops (the agent stage's held-out set under --agent-max-hops)."""
     if world_seed:
-        questions = [q for q in toy_world.synthesize_questions(toy_world.generate_world(world_seed), seed=world_seed)
+        questions = [q for q in toy_world.synthesize_questions(toy_world.fresh_world(world_seed), seed=world_seed)
                      if q["split"] == "test"]
     else:
         questions = toy_world.load_questions(paths.TOY_QUESTIONS, "test")
@@ -105,7 +105,7 @@ def held_out_questions(max_hops=0, world_seed=0):
 def toolbox_for(world_seed=0):
     if not world_seed:
         return search_tools.make_toolbox("local")
-    wiki = search_tools.LocalWiki(toy_world.generate_world(world_seed))
+    wiki = search_tools.LocalWiki(toy_world.fresh_world(world_seed))
     return search_tools.Toolbox(wiki, wiki, search_tools.sandboxed_python())
 
 

@@ -145,6 +145,16 @@ def _unique(rng, used, make):
             return name
 
 
+def fresh_world(seed):
+    """A freshly generated world for the toy agent's training and held-out evaluation (never seed 0, the shipped
+    world): every name in it is new, first names included. With the shipped world's 30 listed first names, a toy
+    model guesses a listed name from its prior instead of copying the question's ("Cecile Minpo" for "Olga Minpo";
+    README, "The agent stage"), and a name it can guess is one it never learns to copy."""
+    if seed == 0:
+        raise ValueError("world seed 0 is the shipped world")
+    return generate_world(seed, given_names=None)
+
+
 def slug(title):
     return re.sub(r"[^A-Za-z0-9]+", "_", title).strip("_")
 
@@ -158,9 +168,13 @@ def _join(names):
 
 
 def generate_world(seed=0, n_countries=8, n_cities=40, n_universities=12, n_companies=40, n_products=50,
-                   n_prizes=10, n_people_per_role=35):
-    """Build the world: a dict with `entities` (list) in a fixed order; same seed -> same world."""
+                   n_prizes=10, n_people_per_role=35, given_names=GIVEN_NAMES):
+    """Build the world: a dict with `entities` (list) in a fixed order; same seed -> same world.
+    given_names: the list people's first names are drawn from; None draws the world's own 30 from syllables
+    (`fresh_world`)."""
     rng = random.Random(seed)
+    if given_names is None:
+        given_names = [_word(rng, 2) for _ in range(len(GIVEN_NAMES))]
     used = set()  # membership tests only; never iterated, so hash order cannot leak into the output
     ents = {}     # id -> entity, insertion-ordered
 
@@ -201,7 +215,7 @@ def generate_world(seed=0, n_countries=8, n_cities=40, n_universities=12, n_comp
         people[role] = []
         for _ in range(n_people_per_role):
             surname = _unique(rng, used, lambda r: _word(r, r.choice([2, 3])))
-            title = f"{rng.choice(GIVEN_NAMES)} {surname}"
+            title = f"{rng.choice(given_names)} {surname}"
             born = rng.randrange(1780, 1880) if role == "namesake" else rng.randrange(1940, 1996)
             p = add("person", title, birth_year=born, occupation=OCCUPATIONS[role])
             ents[p]["relations"]["born_in"] = rng.choice(cities)
@@ -468,7 +482,28 @@ def synthesize_questions(world, n_questions=800, seed=0, hop_weights=None, test_
     return questions
 
 
-def pretraining_docs(world_seeds, walks_per_world=300, seed=0, questions_per_world=0):
+def worked_chain(world_index, q):
+    """A multi-hop question worked through in plain text, the way the search expert reasons (search_agent.py):
+    for each hop, the fact it needs, the search it would run, and the sentence of the known entity's page that
+    states the fact; then the answer. Dense in the two choices a search agent makes (the question's entity for
+    the first query, the newly found entity for the next) at ~80 tokens a question, where an agent trajectory
+    spends ~750 on one. None when a page does not state a hop in one sentence."""
+    lines, known = [f"Question: {q['question']}"], world_index[q["head"]]
+    for hop in q["path"]:
+        target = hop["title"]
+        targets = [target, f"{int(target):,}"] if target.isdigit() else [target]
+        table = RELATIONS if hop["relation"] in RELATIONS else ATTRIBUTES
+        need = table[hop["relation"]][3 if table is RELATIONS else 2].format(x=known["title"])
+        fact = next((s for s in re.split(r"(?<=[.!?])\s+", known["article"])
+                     if known["title"] in s and any(t in s for t in targets)), None)
+        if fact is None:
+            return None
+        lines += [f"I need {need}.", f"Search: {known['title']} {SEARCH_KEYWORDS[hop['relation']]}", f"Found: {fact}"]
+        known = world_index[hop["entity"]] if hop["entity"] else known
+    return "\n".join(lines + [f"Answer: {q['answer']}"])
+
+
+def pretraining_docs(world_seeds, walks_per_world=300, seed=0, questions_per_world=0, chains_per_world=0):
     """Plain-text documents for the toy base model (the recipe's analogue of Nanbeige4-3B-Base, which the paper
     starts from): the articles of freshly generated worlds, each as a page, and chains of pages along random
     relation walks (a name read at the end of one page is the subject of the next, the copying a search agent
@@ -476,10 +511,11 @@ def pretraining_docs(world_seeds, walks_per_world=300, seed=0, questions_per_wor
     be memorised, so next-token prediction rewards copying them from the context (induction), and no held-out
     question is answered from memory. With `questions_per_world`, also quiz pages: a multi-hop question, the pages
     along its path, and its answer (web text is full of question-and-answer pages; issue 13's experiment in
-    picking the question's entity). Returns [{"text", "domain": "pretrain"}] (nanbeige41/data.py)."""
+    picking the question's entity). With `chains_per_world`, also worked chains (`worked_chain`), 20 to a
+    document. Returns [{"text", "domain": "pretrain"}] (nanbeige41/data.py)."""
     docs = []
     for world_seed in world_seeds:
-        world = generate_world(world_seed)
+        world = fresh_world(world_seed)
         index = {e["id"]: e for e in world["entities"]}
         graph = build_graph(world)
         page = lambda eid: f"{index[eid]['title']}\n{index[eid]['article']}"
@@ -496,6 +532,10 @@ def pretraining_docs(world_seeds, walks_per_world=300, seed=0, questions_per_wor
                 pages = [q["head"]] + [hop["entity"] for hop in q["path"] if hop["entity"]]
                 docs.append({"text": f"Question: {q['question']}\n\n" + "\n\n".join(page(e) for e in pages)
                              + f"\n\nAnswer: {q['answer']}", "domain": "pretrain"})
+        if chains_per_world:
+            questions = synthesize_questions(world, chains_per_world, seed=world_seed + 1, test_fraction=0.0)
+            chains = [c for c in (worked_chain(index, q) for q in questions) if c]
+            docs += [{"text": "\n\n".join(chains[i:i + 20]), "domain": "pretrain"} for i in range(0, len(chains), 20)]
     return docs
 
 

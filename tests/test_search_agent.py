@@ -404,7 +404,7 @@ def test_fresh_world_trajectories_never_repeat_a_head_and_replay_on_their_own_wo
     assert heads[11] and heads[12] and not heads[11] & heads[12]
     for r in records[::5]:  # every observation replays from its own world's tools, none from the shipped one
         world = int(r["id"].split("-")[0][1:])
-        tools = search_tools.Toolbox(search_tools.LocalWiki(toy_world.generate_world(world)), None)
+        tools = search_tools.Toolbox(search_tools.LocalWiki(toy_world.fresh_world(world)), None)
         tools.reader = tools.searcher
         for m, nxt in zip(r["messages"][2:-1], r["messages"][3:]):
             if m["role"] == "assistant":

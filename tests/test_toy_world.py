@@ -149,7 +149,7 @@ def test_llm_question_rewrite_checks(world, questions, reply, accepted):
 def test_pretraining_text_is_fresh_worlds_pages_and_chains():
     docs = toy_world.pretraining_docs([1, 2], walks_per_world=20)
     assert docs == toy_world.pretraining_docs([1, 2], walks_per_world=20)  # deterministic
-    fresh = {e["title"] for s in (1, 2) for e in toy_world.generate_world(s)["entities"]}
+    fresh = {e["title"] for s in (1, 2) for e in toy_world.fresh_world(s)["entities"]}
     pages = [d for d in docs if "\n\n" not in d["text"]]
     chains = [d for d in docs if "\n\n" in d["text"]]
     assert len(pages) >= len(fresh) and len(chains) >= 20 * 2 * 0.8 and all(d["domain"] == "pretrain" for d in docs)
@@ -165,7 +165,7 @@ def test_pretraining_quiz_pages_hold_the_question_its_path_and_answer():
     docs = toy_world.pretraining_docs([3], walks_per_world=5, questions_per_world=10)
     assert docs[:len(plain)] == plain  # the quiz pages come after the unchanged text
     quiz = docs[len(plain):]
-    world = toy_world.generate_world(3)
+    world = toy_world.fresh_world(3)
     titles = {e["id"]: e["title"] for e in world["entities"]}
     questions = toy_world.synthesize_questions(world, 10, seed=3, test_fraction=0.0)
     assert len(quiz) == len(questions) >= 8
@@ -174,3 +174,47 @@ def test_pretraining_quiz_pages_hold_the_question_its_path_and_answer():
         assert parts[0] == f"Question: {q['question']}" and parts[-1] == f"Answer: {q['answer']}"
         path = [q["head"]] + [h["entity"] for h in q["path"] if h["entity"]]
         assert [p.split("\n")[0] for p in parts[1:-1]] == [titles[e] for e in path]
+
+
+def test_worked_chains_follow_the_question_path_the_way_the_search_expert_reasons():
+    world = toy_world.generate_world(5)
+    index = {e["id"]: e for e in world["entities"]}
+    questions = toy_world.synthesize_questions(world, 40, seed=6, test_fraction=0.0)
+    chains = [toy_world.worked_chain(index, q) for q in questions]
+    assert sum(c is not None for c in chains) >= 36  # the toy articles state nearly every hop in one sentence
+    for q, chain in zip(questions, chains):
+        if chain is None:
+            continue
+        lines = chain.split("\n")
+        assert lines[0] == f"Question: {q['question']}" and lines[-1] == f"Answer: {q['answer']}"
+        assert len(lines) == 2 + 3 * len(q["path"])
+        known = index[q["head"]]
+        for k, hop in enumerate(q["path"]):
+            need, search, found = lines[1 + 3 * k: 4 + 3 * k]
+            assert need.startswith("I need ") and known["title"] in need
+            assert search == f"Search: {known['title']} {toy_world.SEARCH_KEYWORDS[hop['relation']]}"
+            assert found.startswith("Found: ") and found[len("Found: "):] in known["article"]
+            value = hop["title"]
+            assert value in found or (value.isdigit() and f"{int(value):,}" in found)
+            known = index[hop["entity"]] if hop["entity"] else known
+    # the expert agent's first thought is the chain's first "I need" line (search_agent.sft_trajectories)
+    import search_agent
+    rec = search_agent.sft_trajectories(world, questions[:1], max_chars=10**9)[0]
+    assert rec["messages"][2]["reasoning_content"] == chains[0].split("\n")[1]
+    docs = toy_world.pretraining_docs([5], walks_per_world=5, chains_per_world=40)
+    assert docs[:len(toy_world.pretraining_docs([5], walks_per_world=5))] == toy_world.pretraining_docs([5], walks_per_world=5)
+
+
+def test_fresh_worlds_name_everyone_anew_and_never_replace_the_shipped_world():
+    shipped = toy_world.generate_world(0)
+    assert toy_world.generate_world(0, given_names=toy_world.GIVEN_NAMES) == shipped  # the shipped world unchanged
+    with pytest.raises(ValueError, match="shipped"):
+        toy_world.fresh_world(0)
+    firsts = {}
+    for seed in (7, 8):
+        world = toy_world.fresh_world(seed)
+        assert world == toy_world.fresh_world(seed)
+        firsts[seed] = {e["title"].split()[0] for e in world["entities"] if e["type"] == "person"}
+        assert 10 <= len(firsts[seed]) <= len(toy_world.GIVEN_NAMES)  # a world's own first names, shared by many
+        assert not firsts[seed] & set(toy_world.GIVEN_NAMES)
+    assert len(firsts[7] & firsts[8]) <= 3  # two worlds' first names barely meet (syllable pairs can repeat)
