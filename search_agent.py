@@ -376,6 +376,34 @@ def fresh_world_trajectories(world_seeds, questions_per_world=60, hop_weights=No
     return records
 
 
+def trajectory_text(record):
+    """An expert trajectory (an `sft_trajectories` record) as plain text, without the system prompt and the JSON of
+    the chat format: the question, then per turn the thought, the call and the tool's result, then the answer.
+    Pretraining text for the toy base model (README, "The agent stage"): a search agent's two copying skills, the
+    question's entity into the first query and a result's sentence into the next thought, at ~300 tokens a
+    question where the chat-format trajectory spends ~750."""
+    lines = [f"Question: {record['messages'][1]['content']}"]
+    for m in record["messages"][2:]:
+        if m["role"] == "tool":
+            lines.append(f"Result:\n{m['content']}")
+            continue
+        lines.append(f"Thought: {m['reasoning_content']}")
+        for call in m.get("tool_calls", []):
+            name, args = call["function"]["name"], call["function"]["arguments"]
+            lines.append(f"Search: {args['query']}" if name == "search"
+                         else f"Visit: {args['url']} (goal: {args.get('goal', '')})")
+        if not m.get("tool_calls"):
+            lines.append(f"Answer: {record['answer']}")
+    return "\n".join(lines)
+
+
+def worked_search_docs(world_seeds, questions_per_world=150, seed=0):
+    """`trajectory_text` of the expert's trajectories over fresh worlds, as {"text", "domain": "pretrain"} records
+    (nanbeige41/data.py), one to a document."""
+    return [{"text": trajectory_text(r), "domain": "pretrain"}
+            for r in fresh_world_trajectories(world_seeds, questions_per_world, seed=seed)]
+
+
 # -----------------------------------------------------------------------------
 # The agent loop: ReAct in the family's chat format, context policy, token in / token out
 

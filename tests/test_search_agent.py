@@ -451,3 +451,22 @@ def test_extract_answer_convention():
     assert sa.extract_answer("maybe <answer>Ulm</answer> no: <answer> Kessa </answer>") == "Kessa"
     assert sa.extract_answer("The answer is Kessa.") is None
     assert sa.extract_answer(None) is None
+
+
+def test_trajectory_text_is_the_expert_trajectory_in_plain_text():
+    records = sa.fresh_world_trajectories([21], 12)
+    docs = sa.worked_search_docs([21], 12)
+    assert len(docs) == len(records) >= 6 and all(d["domain"] == "pretrain" for d in docs)
+    for rec, doc in zip(records, docs):
+        lines = doc["text"].split("\n")
+        assert lines[0] == f"Question: {rec['messages'][1]['content']}" and lines[-1] == f"Answer: {rec['answer']}"
+        thoughts = [m["reasoning_content"] for m in rec["messages"] if m["role"] == "assistant"]
+        assert [ln[len("Thought: "):] for ln in lines if ln.startswith("Thought: ")] == thoughts
+        for m in rec["messages"]:
+            if m["role"] == "tool":  # every observation, verbatim, after "Result:"
+                assert f"Result:\n{m['content']}\n" in doc["text"]
+            for call in m.get("tool_calls", []):
+                args = call["function"]["arguments"]
+                assert (f"Search: {args['query']}" if call["function"]["name"] == "search"
+                        else f"Visit: {args['url']}") in doc["text"]
+        assert "<tool_call>" not in doc["text"] and "toywiki" in doc["text"]
