@@ -71,8 +71,9 @@ def copy_probe(model, tok, world, questions):
 def induction_probe(model, tok, world_seed=999, n_pages=150):
     """Language-model level: on the pages of a world never trained on, the mean loss of an entity name's tokens
     where the page names it for the first time vs. again (the title line, then every sentence): a model that
-    copies from its context predicts the repeats far better than the first mention."""
-    world = toy_world.generate_world(world_seed)
+    copies from its context predicts the repeats far better than the first mention. (A fresh world, its own first
+    names included, since 2026-11-24; the README's rows before that date used generate_world(999), listed names.)"""
+    world = toy_world.fresh_world(world_seed)
     first, again = [], []
     for e in world["entities"][:n_pages]:
         text = f"{e['title']}\n{e['article']}"
@@ -88,6 +89,27 @@ def induction_probe(model, tok, world_seed=999, n_pages=150):
             (first if k == 0 else again).append(loss)
     return {"name_loss_first_mention": sum(first[1:]) / max(len(first) - 1, 1) if first else None,
             "name_loss_repeat": sum(again) / max(len(again), 1)}
+
+
+def question_copy_probe(model, tok, questions, max_new_tokens=40):
+    """Language-model level, in the plain text of search_agent.trajectory_text: after "Question: <q>\nThought:",
+    does the model's greedy thought name the question's head entity exactly? The skill the agent's first query
+    needs (README, "The agent stage"). Returns the share of `questions` and a few examples."""
+    hits, examples = 0, []
+    for q in questions:
+        ids = tok.encode(f"Question: {q['question']}\nThought:")
+        start = len(ids)
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                x = torch.tensor([ids], device=model.lm_head.weight.device)
+                ids.append(int(model(x)[0, -1].argmax()))
+                if "\n" in tok.decode(ids[-1:]):
+                    break
+        thought = tok.decode(ids[start:]).strip()
+        hits += q["head_title"] in thought
+        if len(examples) < 3:
+            examples.append([q["question"], thought])
+    return {"head_named": hits / max(len(questions), 1), "n": len(questions), "examples": examples}
 
 
 def held_out_questions(max_hops=0, world_seed=0):

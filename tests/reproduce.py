@@ -19,7 +19,7 @@ help). Logs: runs/repro/<job>.log. The README's "Reproduction" section is this f
 | 4 | code stage 1 raises correctness (2.3) | code1_s* from sft_s0 |
 | 5 | code stage 2 raises R_time, correctness holds (Fig 4) | code2_s* from code1_s* |
 | 6 | the k in [1, 5] of 8 filter helps sample efficiency | code1_s* vs code1nf_s* at the same number of rollouts |
-| 7 | search trajectories in SFT help deep search (Tab 3) | agent_base -> sft_search vs sft_nosearch |
+| 7 | search trajectories in SFT help deep search (Tab 3) | the shipped toy base -> sft_search vs sft_nosearch |
 | 8 | turn-level supervision helps the agent (2.2) | agent_penalty_s* vs agent_none_s* at equal rollouts |
 """
 import argparse
@@ -34,7 +34,17 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 OUT = os.path.join(ROOT, "runs", "repro")
 SEEDS = (0, 1, 2)
-AGENT_WORLD = 4242  # the agent stage's fresh world; its <= 2-hop test split (70 questions) is held out
+AGENT_WORLD = 4242  # the agent stage's fresh world; its <= 2-hop test split (65 questions) is held out
+# The toy base model the agent chain starts from (issue 13; the recipe's analogue of Nanbeige4-3B-Base), shipped in
+# bf16: the jobs agent_pretrain -> agent_midtrain build it (57 min at one thread, more than the suite's budget) and
+# `python tests/reproduce.py --ship-base` writes their output here.
+BASE = os.path.join(ROOT, "data", "toy", "agent_base")
+# The agent stage: AGENT_STEPS steps of G = 8 rollouts x 4 questions, lr 1e-4, sampled at T = 0.7 (the code stages'
+# temperature: at 1.0 a group of 8 rarely holds a correct answer), turn penalty 0.1 (at the default 0.5 the penalty
+# outweighs the answer and the agent learns to answer after one search; README, "The agent stage").
+AGENT_STEPS = 12
+AGENT_ARGS = ("--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed", str(AGENT_WORLD), "--lr", "1e-4",
+              "--temperature", "0.7", "--turn-penalty", "0.1")
 
 
 def R(*parts):
@@ -54,17 +64,16 @@ def _grpo(stage, init, out, seed, *extra):
     return ["train_grpo.py", "--stage", stage, "--init", R(init), "--out", R(out), "--seed", str(seed), *extra]
 
 
-def _agent_sft(name, search, trajectories="search_trajectories.jsonl", seed=0, base="agent_base",
-               pretrain="pretrain.jsonl", steps=200):
-    """Issue 13's first SFT stage from the toy base (bench/agent_learnability.SFT_STAGES[0] mixture): `steps` x 2k
-    tokens at seq 1024 with 25% pretraining-text replay, with or without fresh-world search trajectories. The suite
-    runs 200 steps (its budget); issue 13's experiments below ran 400."""
+def _agent_sft(name, search, seed=0, steps=400):
+    """The agent's SFT from the shipped toy base: `steps` x 2k tokens at seq 1024 with 25% replay of the base's
+    mid-training text, with or without the fresh-world search trajectories (45%; without them that share goes to
+    the other domains)."""
     mixture = "code=5,general=10,stem=5,tool=10,pretrain=25" + (",search=45" if search else "")
-    files = [R(pretrain)] + [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl")
+    files = [R("midtrain.jsonl")] + [os.path.join(ROOT, "data", "toy", "sft", f"{d}.jsonl")
                                      for d in ("code", "general", "stem", "tool")]
     if search:
-        files.append(R(trajectories))
-    return ["train_sft.py", "--config", "toy", "--init", R(base), "--seq-len", "1024", "--data", *files,
+        files.append(R("search_trajectories.jsonl"))
+    return ["train_sft.py", "--config", "toy", "--init", BASE, "--seq-len", "1024", "--data", *files,
             "--mixture", mixture, "--max-steps", str(steps), "--eval-data", "--out", R(name), "--seed", str(seed),
             "--quiet"]
 
@@ -96,12 +105,11 @@ def jobs():
                                                 "--max-steps", "200", "--eval-every", "10",
                                                 "--max-rollouts", final_rollouts(f"code1_s{s}", FILTER_STEPS)),
                               ["sft_s0", f"code1_s{s}"], "model.safetensors")
-        agent = ("--max-steps", "4", "--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed",
-                 str(AGENT_WORLD), "--lr", "1e-4")
+        agent = ("--max-steps", str(AGENT_STEPS), *AGENT_ARGS)
         J[f"agent_penalty_s{s}"] = (_grpo("agent", "sft_search", f"agent_penalty_s{s}", s, *agent,
                                           "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
         J[f"agent_none_s{s}"] = (lambda s=s, agent=agent: _grpo(
-            "agent", "sft_search", f"agent_none_s{s}", s, *agent, "--turn-credit", "none", "--max-steps", "40",
+            "agent", "sft_search", f"agent_none_s{s}", s, *agent, "--turn-credit", "none", "--max-steps", str(2 * AGENT_STEPS),
             "--max-rollouts", final_rollouts(f"agent_penalty_s{s}")),
             ["sft_search", f"agent_penalty_s{s}"], "model.safetensors")
         for credit in ("penalty", "none"):
@@ -115,33 +123,19 @@ def jobs():
     chain = ["sft_s0", "point_s0", "pair_s0", "code1_s0", "code2_s0", "agent_penalty_s0"]
     J["eval_all"] = (["evaluate.py", "--suite", "all", *[a for c in chain for a in ("--ckpt", R(c))], "--rm",
                       R("rm_pair_s0"), "--out", R("eval_all")], chain + ["rm_pair_s0"], None)
-    # claims 7-8: issue 13's toy base model (30 fresh worlds' text) and one SFT stage from it
-    for base, text, extra in (("agent_base", "pretrain.jsonl", []), ("agent_base_qa", "pretrain_qa.jsonl", []),
-                              ("agent_base_deep", "pretrain.jsonl", ["--num-layers", "8"])):
-        J[base] = (["train_sft.py", "--config", "toy", "--data", R(text), "--mixture", "pretrain=1",
-                    "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "600", "--stop-after", "300",
-                    "--eval-data", "--out", R(base), "--seed", "0", "--quiet", *extra], [], "model.safetensors")
-    # issue 13: twice the layers (8; 8.0M parameters), with either expert
-    J["sft_search_deep"] = (_agent_sft("sft_search_deep", True, base="agent_base_deep", steps=400), ["agent_base_deep"],
-                            "model.safetensors")
-    J["sft_restate_deep"] = (_agent_sft("sft_restate_deep", True, "restate_trajectories.jsonl", base="agent_base_deep",
-                                        steps=400),
-                             ["agent_base_deep"], "model.safetensors")
-    # issue 13: a base whose text also holds quiz pages (question, the pages along its path, answer), then the same SFT
-    J["sft_search_qa"] = (_agent_sft("sft_search_qa", True, base="agent_base_qa", pretrain="pretrain_qa.jsonl",
-                                     steps=400),
-                          ["agent_base_qa"], "model.safetensors")
-    J["sft_search"] = (_agent_sft("sft_search", True), ["agent_base"], "model.safetensors")
-    J["sft_nosearch"] = (_agent_sft("sft_nosearch", False), ["agent_base"], "model.safetensors")
-    for s in SEEDS[1:]:  # claim 7's other SFT seeds (data order), from the same base
-        for name, search in ((f"sft_search_s{s}", True), (f"sft_nosearch_s{s}", False)):
-            J[name] = (_agent_sft(name, search, seed=s), ["agent_base"], "model.safetensors")
+    # claims 7-8: the toy base model (built by these two jobs, shipped as BASE) and the agent's SFT from it
+    J["agent_pretrain"] = (["train_sft.py", "--config", "toy", "--data", R("pretrain.jsonl"), "--mixture", "pretrain=1",
+                            "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "1500", "--eval-data",
+                            "--out", R("agent_pretrain"), "--seed", "0", "--quiet"], [], "model.safetensors")
+    J["agent_midtrain"] = (["train_sft.py", "--config", "toy", "--init", R("agent_pretrain"), "--data", R("midtrain.jsonl"),
+                            "--mixture", "pretrain=1", "--seq-len", "512", "--batch-tokens", "4096", "--max-steps", "400",
+                            "--lr", "1e-3", "--eval-data", "--out", R("agent_midtrain"), "--seed", "0", "--quiet"],
+                           ["agent_pretrain"], "model.safetensors")
+    for s, suffix in zip(SEEDS, ("", "_s1", "_s2")):  # claim 7's SFT seeds (data order)
+        for variant, search in (("search", True), ("nosearch", False)):
+            name = f"sft_{variant}{suffix}"
+            J[name] = (_agent_sft(name, search, seed=s), [], "model.safetensors")
             J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
-    # issue 13: the same SFT with the expert's first search restating the question verbatim (first_query="question")
-    J["sft_restate"] = (_agent_sft("sft_restate", True, "restate_trajectories.jsonl", steps=400), ["agent_base"],
-                        "model.safetensors")
-    for name in ("sft_search", "sft_nosearch", "sft_restate", "sft_search_qa", "sft_search_deep", "sft_restate_deep"):
-        J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
     J["long_horizon"] = (["tests/reproduce.py", "--measure", "long_horizon", "agent_penalty_s0"],
                          ["agent_penalty_s0"], None)
     return J
@@ -168,28 +162,28 @@ def done(name, spec):
 
 
 def prepare_inputs():
-    """The data files the agent chain trains on, written once: 30 fresh worlds' pages (the base's pretraining text)
-    and the expert's search trajectories over 100 other fresh worlds."""
+    """The data files the agent chain trains on, written once (each a few seconds), all from fresh worlds, never the
+    held-out world 4242: the base's pretraining text (60 worlds' pages, relation walks and worked chains), its
+    mid-training text (the same pages and walks, and the expert's search trajectories over those worlds in plain
+    text), and the expert's chat-format search trajectories over 100 other worlds (the SFT's search share)."""
     from nanbeige41 import data, toy_world
     import search_agent as sa
     os.makedirs(OUT, exist_ok=True)
     if not os.path.isfile(R("pretrain.jsonl")):
-        data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(range(1, 31)))
-    if not os.path.isfile(R("pretrain_qa.jsonl")):
-        data.write_jsonl(R("pretrain_qa.jsonl"), toy_world.pretraining_docs(range(1, 31), questions_per_world=300))
+        data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(range(1, 61), chains_per_world=500))
+    if not os.path.isfile(R("midtrain.jsonl")):
+        data.write_jsonl(R("midtrain.jsonl"), toy_world.pretraining_docs(range(1, 61))
+                         + sa.worked_search_docs(range(1, 61), 300))
     if not os.path.isfile(R("search_trajectories.jsonl")):
         data.write_jsonl(R("search_trajectories.jsonl"), sa.fresh_world_trajectories(
             range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}))
-    if not os.path.isfile(R("restate_trajectories.jsonl")):
-        data.write_jsonl(R("restate_trajectories.jsonl"), sa.fresh_world_trajectories(
-            range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}, first_query="question"))
 
 
 # Minutes a job took on the project's 2-core machine at one thread, two jobs at a time (2026-11-23 run; first
 # matching prefix wins). Only the build order uses them: the job with the longest chain of work still behind it
 # starts first (list scheduling), so a long run with nothing waiting on it is not left for last.
-MINUTES = (("agent_eval_sft_nosearch", 2.5), ("agent_eval", 0.4), ("agent_base", 7.3), ("agent_", 3.1),
-           ("sft_search", 2.5), ("sft_s", 5.5), ("sft_", 2.5), ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
+MINUTES = (("agent_eval_sft_nosearch", 2.5), ("agent_eval", 0.8), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
+           ("agent_", 8.0), ("sft_search", 5.5), ("sft_nosearch", 5.5), ("sft_s", 5.5), ("sft_", 5.5), ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
            ("", 0.5))
 
@@ -327,14 +321,26 @@ def measure(kind, name):
         result = format_valid(model, tok)
         out = f"format_{name}"
     elif kind == "agent":
-        result = held_out_eval(R(name), n=70, max_hops=2, world_seed=AGENT_WORLD)
+        result = held_out_eval(R(name), n=65, max_hops=2, world_seed=AGENT_WORLD)
         out = "agent_eval_" + name.replace("agent_", "")
     else:
-        result = long_horizon(R(name), n=70, max_hops=0, world_seed=AGENT_WORLD)
+        result = long_horizon(R(name), n=65, max_hops=0, world_seed=AGENT_WORLD)
         out = "long_horizon"
     with open(R(out + ".json.tmp"), "w") as f:
         json.dump(result, f, indent=1)
     os.replace(R(out + ".json.tmp"), R(out + ".json"))
+
+
+def ship_base():
+    """The toy base for the agent chain: agent_midtrain's weights in bf16 (10 MB), with its tokenizer, as BASE."""
+    import torch
+    from nanbeige41.checkpoint import save_hf
+    from nanbeige41.model import Transformer
+    from nanbeige41.tokenizer import Tokenizer
+    src = R("agent_midtrain")
+    os.makedirs(BASE, exist_ok=True)
+    save_hf(Transformer.from_pretrained(src), Tokenizer.from_pretrained(src), BASE, dtype=torch.bfloat16)
+    print(f"shipped {src} -> {BASE}")
 
 
 def load(name):
@@ -566,11 +572,16 @@ def main(argv=None):
     p.add_argument("--claims", type=int, nargs="*", default=sorted(CLAIM_JOBS))
     p.add_argument("--workers", type=int, default=2, help="runs at a time (one thread each)")
     p.add_argument("--jobs", nargs="*", default=None,
-                   help="build only these jobs() (and what they need), e.g. sft_restate")
+                   help="build only these jobs() (and what they need), e.g. agent_midtrain")
+    p.add_argument("--ship-base", action="store_true",
+                   help="write agent_midtrain's weights to data/toy/agent_base in bf16 (the shipped toy base)")
     p.add_argument("--measure", nargs=2, metavar=("KIND", "NAME"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure:
         measure(*args.measure)
+        return
+    if args.ship_base:
+        ship_base()
         return
     t0 = time.time()
     if args.jobs is not None:
