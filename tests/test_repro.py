@@ -174,32 +174,27 @@ def test_claim6_difficulty_filter_improves_sample_efficiency():
 
 
 @repro
-def test_claim8_the_agent_stage_shortens_the_episodes():
-    """What the agent stage does at toy scale (issue 13), with either reward: 4 steps from sft_search (G = 8, 4
-    questions a step, lr 1e-4; 128 rollouts with turn credit, 136-152 without) take the held-out episodes from
-    2.99 turns to 2.09 / 2.16 / 2.13 with turn-level credit and 2.14 / 2.83 / 2.29 with the trajectory reward
-    alone, while 66-70 of 70 still end with an answer. Accuracy (world 4242, 70 questions of <= 2 hops) is 0 of 70
-    before and after. The critic's fail rate (31.0% before) does not fall in every seed: 18.4% / 40.2% / 24.1%
-    with turn credit, 18.8% / 56.1% / 40.0% without. With 6 steps (an earlier run of the suite) turn credit took
-    the episodes to 1.1 / 1.3 / 2.1 turns: the penalty teaches the agent to stop searching (README, issue 13)."""
+@not_reproduced("not shown at toy scale: the agent stage's effect on held-out accuracy is seed-dependent (README)")
+def test_claim8_the_agent_stage_raises_held_out_accuracy():
+    """Issue 13, result 1: the agent stage (AGENT_STEPS steps from sft_search, G = 8, 4 questions a step, T = 0.7,
+    lr 1e-4, turn penalty 0.1) on world 4242's 65 held-out questions of <= 2 hops. Measured: CLAIM8_ACC."""
     result = claim(8)
-    before = result["before"]
-    assert 2.5 < before["turns"] < 3.5  # measured 2.99
+    before = round(result["before"]["accuracy"] * result["before"]["n"])
+    assert result["before"]["n"] == 65 and result["before"]["terminations"].get("answer", 0) >= 60
+    after = [r["penalty"]["correct"] for r in seeds(result)]
     for r in seeds(result):
-        assert abs(r["none"]["rollouts"] - r["penalty"]["rollouts"]) <= 0.25 * r["penalty"]["rollouts"]  # 128-152
-        for credit in ("penalty", "none"):
-            assert r[credit]["turns"] < before["turns"] - 0.1  # smallest measured fall 0.16 (none, seed 1)
-            assert r[credit]["terminations"].get("answer", 0) >= 60  # measured 66-70
+        assert r["penalty"]["terminations"].get("answer", 0) >= 60  # every seed still ends (nearly) every episode
+    # raised beyond seed noise: every seed above the start by more than the seeds' own spread
+    paper_says(min(after) - before > max(after) - min(after), "held-out accuracy above seed noise")
 
 
 @repro
-@not_reproduced("not reproduced at toy scale: accuracy is 0 of 70 with or without turn-level credit (README)")
+@not_reproduced("not reproduced at toy scale: turn-level credit does not raise held-out accuracy (README)")
 def test_claim8_turn_level_supervision_helps_the_agent():
-    """Paper (2.2): turn-level supervision helps long-horizon agents. Measured at equal rollouts (128 vs 136-152):
-    held-out critic fail rate 18.4% / 40.2% / 24.1% with turn credit vs 18.8% / 56.1% / 40.0% without (lower in
-    every seed, by 0.4 points in seed 0), accuracy 0 vs 0 of 70 in every seed."""
+    """Paper (2.2): turn-level supervision helps long-horizon agents. Issue 13, result 3: `--turn-credit penalty`
+    vs `none` (trajectory reward only) at equal rollouts. Measured: CLAIM8_CREDIT."""
     for r in seeds(claim(8)):
-        paper_says(r["penalty"]["turn_fail_rate"] < r["none"]["turn_fail_rate"], "critic fail rate")
+        assert abs(r["none"]["rollouts"] - r["penalty"]["rollouts"]) <= 0.25 * r["penalty"]["rollouts"]
         paper_says(r["penalty"]["correct"] > r["none"]["correct"], "held-out accuracy")
 
 
