@@ -778,6 +778,7 @@ def run(args, world, env=None):
 
         # 1-3. rollouts, rewards, dynamic sampling (all ranks draw the same global slice of items)
         kept, dropped, skipped, drawn, n_gen_tokens = [], 0, 0, 0, 0
+        drawn_sums = {}  # every trajectory of the step, kept or dropped: the policy's reward, unbiased by the filter
         for round_ in range(args.max_resample_rounds + 1):
             need = args.prompts_per_step - int(all_reduce_sum(float(len({s.group for s in kept}))))
             if need <= 0 or (round_ > 0 and args.no_dynamic_sampling):
@@ -800,6 +801,8 @@ def run(args, world, env=None):
                     kept += members
                 else:
                     dropped += 1
+            for k, v in trajectory_stats(samples, env.log_keys).items():  # a round's groups: their own numbering
+                drawn_sums[k] = drawn_sums.get(k, 0.0) + v
         t_update = time.time()
 
         # 4. policy update: epochs x minibatches (split by groups), equal micro-batch counts on all ranks
@@ -818,19 +821,24 @@ def run(args, world, env=None):
         # metrics (sums over ranks), per trajectory: an agent trajectory of k segments counts once
         sums = {k: all_reduce_sum(v) for k, v in trajectory_stats(kept, env.log_keys).items()}
         n = sums["n"]
-        mean_r = sums["reward"] / max(n, 1.0)
+        n_drawn = all_reduce_sum(drawn_sums.get("n", 0.0))
+        # the kept trajectories' figures are what the update saw; a step whose every group was dropped (a policy
+        # that already agrees with itself) has none: null, not 0
+        per_traj = lambda total: total / n if n else None  # noqa: E731
+        mean_r = per_traj(sums["reward"])
         tok = all_reduce_sum(totals["tokens"])
         gen_tok = all_reduce_sum(float(n_gen_tokens))
         dt = time.time() - t0
         update_s = time.time() - t_update
         row = {"step": step, "lr": lr, "reward_mean": mean_r,
-               "reward_std": math.sqrt(max(sums["reward_sq"] / max(n, 1.0) - mean_r ** 2, 0.0)),
-               **{k: sums[k] / max(n, 1.0) for k in env.log_keys},
+               "reward_std": math.sqrt(max(sums["reward_sq"] / n - mean_r ** 2, 0.0)) if n else None,
+               **{k: per_traj(sums[k]) for k in env.log_keys},
+               "reward_mean_drawn": all_reduce_sum(drawn_sums.get("reward", 0.0)) / n_drawn if n_drawn else None,
                "kl": all_reduce_sum(totals["kl"]) / max(tok, 1.0),
                "entropy": all_reduce_sum(totals["entropy"]) / max(tok, 1.0),
                "clip_frac": all_reduce_sum(totals["clip"]) / max(tok, 1.0),
-               "response_len": sums["response_len"] / max(n, 1.0),
-               "overlong_frac": sums["overlong"] / max(n, 1.0),
+               "response_len": per_traj(sums["response_len"]),
+               "overlong_frac": per_traj(sums["overlong"]),
                "filtered_groups": int(all_reduce_sum(float(dropped))),
                "skipped_prompts": int(all_reduce_sum(float(skipped))),
                "samples": int(all_reduce_sum(float(len(kept)))), "trajectories": int(n), "rollouts": rollouts,
@@ -845,10 +853,15 @@ def run(args, world, env=None):
             with open(metrics_path, "a") as f:
                 f.write(json.dumps(row) + "\n")
         eta = (time.time() - t_start) / (step - start_step) * (args.max_steps - step)
-        extra = " ".join(f"{k} {row[k]:.3f}" for k in env.log_keys[:3])
-        log(f"step {step}/{args.max_steps} | reward {row['reward_mean']:.3f}±{row['reward_std']:.3f} | {extra} | "
-            f"kl {row['kl']:.4f} | clip {row['clip_frac']:.3f} | len {row['response_len']:.0f} | "
-            f"overlong {row['overlong_frac']:.2f} | dropped {row['filtered_groups']} | "
+        if n:
+            kept_line = (f"reward {row['reward_mean']:.3f}±{row['reward_std']:.3f} | "
+                         + " ".join(f"{k} {row[k]:.3f}" for k in env.log_keys[:3])
+                         + f" | len {row['response_len']:.0f} | overlong {row['overlong_frac']:.2f}")
+        else:
+            drawn_r = row["reward_mean_drawn"]
+            kept_line = "no group kept" + (f" (drawn reward {drawn_r:.3f})" if drawn_r is not None else "")
+        log(f"step {step}/{args.max_steps} | {kept_line} | "
+            f"kl {row['kl']:.4f} | clip {row['clip_frac']:.3f} | dropped {row['filtered_groups']} | "
             f"{row['tok_per_s']:.0f} tok/s | {dt:.1f}s | eta {eta / 60:.1f}m"
             + "".join(f" | {k} {v:.3f}" for k, v in row.items() if k.startswith("eval_")))
 

@@ -351,7 +351,7 @@ def load(name):
 # The claims' figures, from the runs (before = the start of a run, after = its end; means over the steps named)
 
 def window(rows, key, first=True, k=5):
-    vals = [r[key] for r in rows if "reward_mean" in r and key in r]
+    vals = [r[key] for r in rows if "reward_mean" in r and r.get(key) is not None]
     part = vals[:k] if first else vals[-k:]
     return sum(part) / len(part)
 

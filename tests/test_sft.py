@@ -96,8 +96,11 @@ def test_accumulation_invariance(corpus, tmp_path):
         assert x["grad_norm"] == pytest.approx(y["grad_norm"], rel=1e-5)
     wa = Transformer.from_pretrained(str(tmp_path / "once")).state_dict()
     wb = Transformer.from_pretrained(str(tmp_path / "accum")).state_dict()
+    # Adam's step is ~lr = 1e-2 an element whatever the gradient's scale, so float32 summation-order noise in an
+    # element whose gradient is near zero moves it by a little: measured max |diff| 1.7e-5 after 3 steps (AMD EPYC,
+    # 2026-11-25; < 1e-5 on the earlier machine). 1e-4 is 1% of one step's move; a real mismatch moves ~1e-2.
     for k in wa:
-        assert torch.allclose(wa[k], wb[k], atol=1e-5), k
+        assert torch.allclose(wa[k], wb[k], atol=1e-4), k
 
 
 # -----------------------------------------------------------------------------
