@@ -42,7 +42,7 @@ BASE = os.path.join(ROOT, "data", "toy", "agent_base")
 # The agent stage: AGENT_STEPS steps of G = 8 rollouts x 4 questions, lr 1e-4, sampled at T = 0.7 (the code stages'
 # temperature: at 1.0 a group of 8 rarely holds a correct answer), turn penalty 0.1 (at the default 0.5 the penalty
 # outweighs the answer and the agent learns to answer after one search; README, "The agent stage").
-AGENT_STEPS = 12
+AGENT_STEPS = 24
 AGENT_ARGS = ("--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed", str(AGENT_WORLD), "--lr", "1e-4",
               "--temperature", "0.7", "--turn-penalty", "0.1")
 
@@ -179,11 +179,13 @@ def prepare_inputs():
             range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}))
 
 
-# Minutes a job took on the project's 2-core machine at one thread, two jobs at a time (2026-11-23 run; first
-# matching prefix wins). Only the build order uses them: the job with the longest chain of work still behind it
-# starts first (list scheduling), so a long run with nothing waiting on it is not left for last.
-MINUTES = (("agent_eval_sft_nosearch", 2.5), ("agent_eval", 0.8), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
-           ("agent_", 8.0), ("sft_search", 5.5), ("sft_nosearch", 5.5), ("sft_s", 5.5), ("sft_", 5.5), ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
+# Minutes a job took on the project's 2-core machine at one thread, two jobs at a time (2026-11-23 run; the agent
+# chain's from 2026-11-25; first matching prefix wins). Only the build order uses them: the job with the longest
+# chain of work still behind it starts first (list scheduling), so a long run with nothing waiting on it is not
+# left for last.
+MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
+           ("agent_penalty", 12.0), ("agent_none", 10.0), ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
+           ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
            ("", 0.5))
 

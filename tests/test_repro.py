@@ -54,8 +54,9 @@ def test_build_starts_the_longest_chain_of_work_first():
     # by the work each starts: agent_pretrain 45.4 + 12.0 behind it, agent_midtrain 12.0, code1 4.2 + 2.5 behind it,
     # sft_s1 5.5 + 0.2; a job waits for its inputs whatever its place
     assert order == ["agent_pretrain", "agent_midtrain", "code1_s0", "sft_s1", "code2_s0", "point_s0", "format_sft_s1"]
-    assert rp.minutes("agent_eval_sft_nosearch_s2") == 2.5 and rp.minutes("agent_eval_none_s0") == 0.8
-    assert rp.minutes("sft_search_s1") == rp.minutes("sft_nosearch") == rp.minutes("sft_s1") == 5.5
+    assert rp.minutes("agent_eval_sft_nosearch_s2") == 2.1 and rp.minutes("agent_eval_none_s0") == 0.6
+    assert rp.minutes("sft_search_s1") == 8.0 and rp.minutes("sft_nosearch") == 7.5 and rp.minutes("sft_s1") == 5.5
+    assert rp.minutes("agent_penalty_s2") == 12.0 and rp.minutes("agent_none_s1") == 10.0
 
 
 def _reference_text(tok, msgs, tools, ref):
@@ -174,42 +175,61 @@ def test_claim6_difficulty_filter_improves_sample_efficiency():
 
 
 @repro
-@not_reproduced("not shown at toy scale: the agent stage's effect on held-out accuracy is seed-dependent (README)")
 def test_claim8_the_agent_stage_raises_held_out_accuracy():
-    """Issue 13, result 1: the agent stage (AGENT_STEPS steps from sft_search, G = 8, 4 questions a step, T = 0.7,
-    lr 1e-4, turn penalty 0.1) on world 4242's 65 held-out questions of <= 2 hops. Measured: CLAIM8_ACC."""
+    """Issue 13, result 1: the agent stage (AGENT_STEPS = 24 steps from sft_search, G = 8, 4 questions a step,
+    T = 0.7, lr 1e-4, turn penalty 0.1) on world 4242's 65 held-out questions of <= 2 hops, greedy, 8 turns.
+    Measured (2026-11-25): 6 of 65 before, 8 / 9 / 10 after (seeds 0 / 1 / 2), every episode answered before and
+    after, 2.42 turns before and 2.57 / 2.92 / 2.77 after. At 12 steps it was 11 / 6 / 9: not every seed rose."""
     result = claim(8)
     before = round(result["before"]["accuracy"] * result["before"]["n"])
     assert result["before"]["n"] == 65 and result["before"]["terminations"].get("answer", 0) >= 60
-    after = [r["penalty"]["correct"] for r in seeds(result)]
     for r in seeds(result):
+        assert r["penalty"]["steps"] == rp.AGENT_STEPS
         assert r["penalty"]["terminations"].get("answer", 0) >= 60  # every seed still ends (nearly) every episode
-    # raised beyond seed noise: every seed above the start by more than the seeds' own spread
-    paper_says(min(after) - before > max(after) - min(after), "held-out accuracy above seed noise")
+        assert r["penalty"]["correct"] >= before + 1  # smallest measured gain 2 (seed 0)
 
 
 @repro
-@not_reproduced("not reproduced at toy scale: turn-level credit does not raise held-out accuracy (README)")
+@not_reproduced("not shown at toy scale: the agent stage's gain (+2 to +4 of 65) is no larger than the seeds' "
+                "spread (README)")
+def test_claim8_the_agent_stage_gain_is_beyond_seed_noise():
+    """Issue 13, result 1, the strong form: every seed's gain exceeds the spread of the three seeds' results.
+    Measured: gains 2 / 3 / 4 of 65 against a spread of 2 (8 to 10); the SFT seeds alone span 6 to 10 (claim 7),
+    and one held-out question is 1.5 points."""
+    result = claim(8)
+    before = round(result["before"]["accuracy"] * result["before"]["n"])
+    after = [r["penalty"]["correct"] for r in seeds(result)]
+    assert all(r["penalty"]["steps"] == rp.AGENT_STEPS for r in seeds(result))
+    paper_says(min(after) - before > max(after) - min(after), f"gain beyond seed noise: {before} -> {after}")
+
+
+@repro
+@not_reproduced("not reproduced at toy scale: turn-level credit does not raise held-out accuracy in every seed "
+                "(README)")
 def test_claim8_turn_level_supervision_helps_the_agent():
     """Paper (2.2): turn-level supervision helps long-horizon agents. Issue 13, result 3: `--turn-credit penalty`
-    vs `none` (trajectory reward only) at equal rollouts. Measured: CLAIM8_CREDIT."""
+    vs `none` (trajectory reward only) at equal rollouts (1,128 vs 1,152 / 1,384 vs 1,392 / 968 vs 1,048; `none`
+    runs until it has drawn as many). Measured (2026-11-25): held-out accuracy 8 vs 7 / 9 vs 3 / 10 vs 10 of 65
+    (higher or equal in every seed, a tie in seed 2); the critic fails 8.8% vs 3.5% / 12.0% vs 8.8% / 7.0% vs 2.8%
+    of held-out turns: *more* with turn credit in every seed."""
     for r in seeds(claim(8)):
-        assert abs(r["none"]["rollouts"] - r["penalty"]["rollouts"]) <= 0.25 * r["penalty"]["rollouts"]
+        assert abs(r["none"]["rollouts"] - r["penalty"]["rollouts"]) <= 0.1 * r["penalty"]["rollouts"]  # <= 8%
         paper_says(r["penalty"]["correct"] > r["none"]["correct"], "held-out accuracy")
 
 
 @repro
 def test_trained_agent_through_the_context_policy():
-    """Issue 13, result 4: the trained agent (agent_penalty_s0) with 60 turns allowed and only the last 2 tool
-    results verbatim, on all hops of world 4242's 70 held-out questions. Measured: every episode answers, after
-    1.96 turns on average and at most 3; the keep-last-K rewrite happens 12 times in the 70 episodes, and no turn
-    ever sees a placeholder: the trained toy agent does not sustain a long horizon."""
+    """Issue 13, result 4: the trained agent (agent_penalty_s0, 24 steps) with 60 turns allowed and only the last
+    2 tool results verbatim, on all hops (1-4) of world 4242's first 65 held-out questions. Measured (2026-11-25):
+    64 episodes answer and 1 ends in an error, after 2.69 turns on average and at most 7; the keep-last-K rewrite
+    happens 4 times in the 65 episodes (0.06 an episode) and 1.7% of turns see a placeholder: the trained toy agent
+    does not sustain a long horizon. Accuracy 3 of 65 (one of 28 three-hop questions)."""
     rp.build(["long_horizon"])
     report = rp.load("long_horizon")
     print(json.dumps(report))
-    assert report["terminations"] == {"answer": 70}
-    assert report["max_turns_in_episode"] <= 6 and report["turns_before_answer_mean"] < 3
-    assert report["rewrites_per_episode"] < 0.3 and report["turns_with_placeholder_view"] == 0  # measured 0.17
+    assert report["n"] == 65 and report["terminations"].get("answer", 0) >= 60  # measured 64
+    assert report["max_turns_in_episode"] <= 10 and report["turns_before_answer_mean"] < 4  # measured 7, 2.69
+    assert report["rewrites_per_episode"] < 0.3 and report["turns_with_placeholder_view"] < 0.1  # 0.06, 0.017
 
 
 @repro
@@ -249,20 +269,21 @@ def test_claim5_code_stage_2_raises_r_time_while_correctness_holds():
 
 
 @repro
-@not_reproduced("not reproduced at toy scale: no SFT answers more than 1 of 70 held-out questions (README)")
 def test_claim7_search_trajectories_in_sft_help_deep_search():
-    """Paper (Table 3): SFT with the synthesized multi-hop QA + trajectories improves deep search. Measured: 200 SFT
-    steps from the toy base with vs. without fresh-world search trajectories (the same budget: the 45% search share
-    goes to the other domains), seeds 0 / 1 / 2, world 4242's 70 held-out questions of <= 2 hops. With them 67 /
-    70 / 69 episodes end with an answer and the critic fails 31.0% / 50.4% / 36.9% of turns; without them none
-    does (70 end `error`: no parseable tool call or answer) and it fails 100%. Accuracy: 0 of 70 everywhere, so
-    the format is learned and the accuracy gain is not. The strict critic (made-up names, guessed answers) fails
-    98.6% / 99.5% / 100% of the with-search turns: nearly every query names someone the question never did."""
+    """Paper (Table 3): SFT with the synthesized multi-hop QA + trajectories improves deep search. Measured: 400 SFT
+    steps from the shipped toy base with vs. without fresh-world search trajectories (the same budget: without
+    them the 45% search share goes to the other domains), seeds 0 / 1 / 2, world 4242's 65 held-out questions of
+    <= 2 hops (2026-11-25): accuracy 6 / 10 / 10 of 65 with them, 0 / 0 / 0 without; with them all 65 episodes
+    end with an answer and the critic fails 6.5% / 14.1% / 11.5% of turns, without them every episode ends
+    `error` (no parseable tool call or answer) and it fails 100%. The first query names the question's entity in
+    84.6% / 87.7% / 89.2% of episodes."""
     for r in seeds(claim(7)):
         with_search, without = r["with_search"], r["without_search"]
+        correct = [round(x["accuracy"] * x["n"]) for x in (with_search, without)]
+        assert with_search["n"] == without["n"] == 65
+        assert correct[0] >= correct[1] + 4, correct  # smallest measured gap 6 of 65
         assert with_search["terminations"].get("answer", 0) >= 60 and without["terminations"].get("answer", 0) <= 5
-        assert with_search["turn_fail_rate"] < without["turn_fail_rate"] - 0.4  # smallest measured gap 0.496
-        paper_says(with_search["accuracy"] > without["accuracy"], "held-out accuracy")
+        assert with_search["turn_fail_rate"] < without["turn_fail_rate"] - 0.5  # smallest measured gap 0.859
 
 
 @repro
