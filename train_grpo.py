@@ -778,7 +778,7 @@ def run(args, world, env=None):
 
         # 1-3. rollouts, rewards, dynamic sampling (all ranks draw the same global slice of items)
         kept, dropped, skipped, drawn, n_gen_tokens = [], 0, 0, 0, 0
-        drawn_sums = {}  # every trajectory of the step, kept or dropped: the policy's reward, unbiased by the filter
+        drawn_n, drawn_reward = 0.0, 0.0  # every trajectory of the step, kept or dropped (unbiased by the filter)
         for round_ in range(args.max_resample_rounds + 1):
             need = args.prompts_per_step - int(all_reduce_sum(float(len({s.group for s in kept}))))
             if need <= 0 or (round_ > 0 and args.no_dynamic_sampling):
@@ -801,8 +801,8 @@ def run(args, world, env=None):
                     kept += members
                 else:
                     dropped += 1
-            for k, v in trajectory_stats(samples, env.log_keys).items():  # a round's groups: their own numbering
-                drawn_sums[k] = drawn_sums.get(k, 0.0) + v
+            round_stats = trajectory_stats(samples, ())  # per round: each round numbers its groups from 0
+            drawn_n, drawn_reward = drawn_n + round_stats["n"], drawn_reward + round_stats["reward"]
         t_update = time.time()
 
         # 4. policy update: epochs x minibatches (split by groups), equal micro-batch counts on all ranks
@@ -821,7 +821,7 @@ def run(args, world, env=None):
         # metrics (sums over ranks), per trajectory: an agent trajectory of k segments counts once
         sums = {k: all_reduce_sum(v) for k, v in trajectory_stats(kept, env.log_keys).items()}
         n = sums["n"]
-        n_drawn = all_reduce_sum(drawn_sums.get("n", 0.0))
+        n_drawn = all_reduce_sum(drawn_n)
         # the kept trajectories' figures are what the update saw; a step whose every group was dropped (a policy
         # that already agrees with itself) has none: null, not 0
         per_traj = lambda total: total / n if n else None  # noqa: E731
@@ -833,7 +833,7 @@ def run(args, world, env=None):
         row = {"step": step, "lr": lr, "reward_mean": mean_r,
                "reward_std": math.sqrt(max(sums["reward_sq"] / n - mean_r ** 2, 0.0)) if n else None,
                **{k: per_traj(sums[k]) for k in env.log_keys},
-               "reward_mean_drawn": all_reduce_sum(drawn_sums.get("reward", 0.0)) / n_drawn if n_drawn else None,
+               "reward_mean_drawn": all_reduce_sum(drawn_reward) / n_drawn if n_drawn else None,
                "kl": all_reduce_sum(totals["kl"]) / max(tok, 1.0),
                "entropy": all_reduce_sum(totals["entropy"]) / max(tok, 1.0),
                "clip_frac": all_reduce_sum(totals["clip"]) / max(tok, 1.0),

@@ -343,7 +343,6 @@ def test_reward_rises_on_a_learnable_task(tmp_path):
         gains.append((first, last))
     # measured (AMD EPYC, 2026-11-25, at 1 and 2 threads): 0.25-0.27 -> 0.62-0.75, smallest gain 0.36
     assert all(last > first + 0.2 for first, last in gains), gains
-    rows = [r for r in rows if r["reward_mean"] is not None]
     assert all(r["skipped_prompts"] >= 0 for r in rows) and sum(r["skipped_prompts"] for r in rows) >= 1
     assert os.path.isfile(tmp_path / "s2" / "run" / "model.safetensors")  # the final HF checkpoint
     assert Transformer.from_pretrained(tmp_path / "s2" / "run").config.vocab_size == tok.vocab_size
