@@ -4,6 +4,7 @@
     python bench/agent_learnability.py --out runs/toy/agent_chain --variant nosearch   # first SFT stage's budget, no search
     python bench/agent_learnability.py --out x --probe-only CKPT --probe-n 32          # probes + held-out eval only
     python bench/agent_learnability.py --out x --probe-only CKPT --long-horizon --max-hops 0   # context-policy run
+    python bench/agent_learnability.py --out x --probe-only CKPT --wide --eval-n 0   # 600 questions, 4 unseen worlds
 
 The chain (build_chain) runs the project's own train_sft.py: a toy base model on fresh worlds' text, then SFT
 stages with pretraining-text replay and search trajectories over fresh worlds (SFT_STAGES). Checkpoints are built
@@ -11,7 +12,9 @@ only when missing. A checkpoint is scored with search_agent.evaluate_agent, gree
 default the test split (<= 2 hops, 70 questions) of fresh world 4242, the agent stage's held-out set under
 `train_grpo.py --stage agent --agent-world-seed 4242 --agent-max-hops 2` (`--world-seed 0`: the shipped world's
 62). It prints accuracy by hops, turns, terminations, the critic's fail rate, and how often the first search
-query contains the question's head entity (copied from the question), one JSON line per evaluation.
+query contains the question's head entity (copied from the question), one JSON line per evaluation. `--wide`:
+unseen_worlds_eval, 150 questions of <= 2 hops from each of 4 worlds no stage trains on (issue 13's results 1
+and 3, where world 4242's 65 questions leave one question at 1.5 points).
 """
 import argparse
 import json
@@ -19,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -170,6 +174,36 @@ def held_out_eval(ckpt, n=62, max_hops=2, world_seed=0):
     return {"ckpt": ckpt, "max_hops": max_hops, "world_seed": world_seed, **ev}
 
 
+# Worlds no stage of the toy agent's chain trains on (the base: worlds 1-60; the search SFT: 1000-1099; the agent stage:
+# 4242), so every question in them is held out: the wide held-out set of issue 13's results 1 and 3.
+UNSEEN_WORLDS = (9001, 9002, 9003, 9004)
+
+
+def unseen_worlds_eval(ckpt, worlds=UNSEEN_WORLDS, per_world=150, max_hops=2):
+    """held_out_eval's episodes on `per_world` questions of <= `max_hops` hops from each of `worlds`, all splits
+    (no stage trains on these worlds): 600 questions by default, where world 4242's 65 leave one question at 1.5
+    points. Returns the totals and each world's correct count."""
+    model = Transformer.from_pretrained(ckpt).eval()
+    tok = Tokenizer.from_pretrained(ckpt)
+    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+    per, records = {}, []
+    for w in worlds:
+        questions = [q for q in toy_world.synthesize_questions(toy_world.fresh_world(w), seed=w)
+                     if q["hops"] <= max_hops][:per_world]
+        if len(questions) < per_world:
+            raise ValueError(f"world {w} has {len(questions)} questions of <= {max_hops} hops, fewer than {per_world}")
+        ev = sa.evaluate_agent(model, tok, questions, toolbox_for(w), config, batch=len(questions))
+        per[str(w)] = round(ev["accuracy"] * ev["n"])
+        records += ev["records"]
+    verdicts = [v for r in records for v in r["verdicts"] if v is not None]
+    n = len(records)
+    return {"ckpt": ckpt, "worlds": list(worlds), "max_hops": max_hops, "n": n, "correct": sum(per.values()),
+            "accuracy": sum(per.values()) / n, "correct_by_world": per,
+            "turns": sum(len(r["turns"]) for r in records) / n,
+            "terminations": dict(Counter(r["termination"] for r in records)),
+            "turn_fail_rate": sum(not v["pass"] for v in verdicts) / max(len(verdicts), 1)}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True, help="the chain's directory (checkpoints built when missing)")
@@ -182,6 +216,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--probe-only", default=None, help="a checkpoint: probes and evaluation only, train nothing")
     p.add_argument("--long-horizon", action="store_true", help="with --probe-only: the context-policy run instead")
+    p.add_argument("--wide", action="store_true", help="also the 600-question held-out set of UNSEEN_WORLDS")
     args = p.parse_args()
     if args.probe_only and args.long_horizon:
         print(json.dumps(long_horizon(args.probe_only, args.eval_n, args.max_hops, args.world_seed)))
@@ -194,6 +229,8 @@ def main():
             model, tok, toy_world.load_world(paths.TOY_WORLD), held_out_questions(0)[:args.probe_n])}), flush=True)
     if args.eval_n:
         print(json.dumps(held_out_eval(ckpt, args.eval_n, args.max_hops, args.world_seed)))
+    if args.wide:
+        print(json.dumps(unseen_worlds_eval(ckpt)))
 
 
 # The SFT stages of the toy agent (issue 13), each from the previous checkpoint, one 1024-token stage at the toy

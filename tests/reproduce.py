@@ -35,6 +35,8 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 OUT = os.path.join(ROOT, "runs", "repro")
 SEEDS = (0, 1, 2)
 AGENT_WORLD = 4242  # the agent stage's fresh world; its <= 2-hop test split (65 questions) is held out
+PRETRAIN_WORLDS = range(1, 61)  # the toy base's text (pages, walks, worked chains)
+SFT_WORLDS = range(1000, 1100)  # the search SFT's expert trajectories
 # The toy base model the agent chain starts from (issue 13; the recipe's analogue of Nanbeige4-3B-Base), shipped in
 # bf16: the jobs agent_pretrain -> agent_midtrain build it (57 min at one thread, more than the suite's budget) and
 # `python tests/reproduce.py --ship-base` writes their output here.
@@ -115,6 +117,8 @@ def jobs():
         for credit in ("penalty", "none"):
             J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
                                               [f"agent_{credit}_s{s}"], None)
+            J[f"agent_wide_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "wide", f"agent_{credit}_s{s}"],
+                                              [f"agent_{credit}_s{s}"], None)
     J["rm_point"] = (["reward_models.py", "train", "--kind", "point", "--init", R("sft_s0"), "--out", R("rm_point")],
                      ["sft_s0"], "reward_head.json")
     J["eval_code"] = (["evaluate.py", "--suite", "code", "--ckpt", R("sft_s0"), "--ckpt", R("code1_s0"), "--ckpt",
@@ -136,6 +140,8 @@ def jobs():
             name = f"sft_{variant}{suffix}"
             J[name] = (_agent_sft(name, search, seed=s), [], "model.safetensors")
             J[f"agent_eval_{name}"] = (["tests/reproduce.py", "--measure", "agent", name], [name], None)
+        J[f"agent_wide_sft_search{suffix}"] = (["tests/reproduce.py", "--measure", "wide", f"sft_search{suffix}"],
+                                               [f"sft_search{suffix}"], None)
     J["long_horizon"] = (["tests/reproduce.py", "--measure", "long_horizon", "agent_penalty_s0"],
                          ["agent_penalty_s0"], None)
     return J
@@ -149,8 +155,8 @@ CLAIM_JOBS = {
     5: [f"code2_s{s}" for s in SEEDS] + ["eval_code"],
     6: [f"code1nf_s{s}" for s in SEEDS],
     7: [f"agent_eval_sft_{v}{s}" for s in ("", "_s1", "_s2") for v in ("search", "nosearch")],
-    8: [f"agent_eval_{c}_s{s}" for c in ("penalty", "none") for s in SEEDS] + ["agent_eval_sft_search",
-                                                                               "long_horizon"],
+    8: [f"agent_{e}_{c}_s{s}" for e in ("eval", "wide") for c in ("penalty", "none") for s in SEEDS]
+       + ["agent_eval_sft_search", "long_horizon"] + [f"agent_wide_sft_search{s}" for s in ("", "_s1", "_s2")],
 }
 
 
@@ -170,20 +176,20 @@ def prepare_inputs():
     import search_agent as sa
     os.makedirs(OUT, exist_ok=True)
     if not os.path.isfile(R("pretrain.jsonl")):
-        data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(range(1, 61), chains_per_world=500))
+        data.write_jsonl(R("pretrain.jsonl"), toy_world.pretraining_docs(PRETRAIN_WORLDS, chains_per_world=500))
     if not os.path.isfile(R("midtrain.jsonl")):
-        data.write_jsonl(R("midtrain.jsonl"), toy_world.pretraining_docs(range(1, 61))
-                         + sa.worked_search_docs(range(1, 61), 300))
+        data.write_jsonl(R("midtrain.jsonl"), toy_world.pretraining_docs(PRETRAIN_WORLDS)
+                         + sa.worked_search_docs(PRETRAIN_WORLDS, 300))
     if not os.path.isfile(R("search_trajectories.jsonl")):
         data.write_jsonl(R("search_trajectories.jsonl"), sa.fresh_world_trajectories(
-            range(1000, 1100), 60, {1: 2, 2: 3, 3: 2, 4: 1}))
+            SFT_WORLDS, 60, {1: 2, 2: 3, 3: 2, 4: 1}))
 
 
 # Minutes a job took on the project's 2-core machine at one thread, two jobs at a time (2026-11-23 run; the agent
 # chain's from 2026-11-25; first matching prefix wins). Only the build order uses them: the job with the longest
 # chain of work still behind it starts first (list scheduling), so a long run with nothing waiting on it is not
 # left for last.
-MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
+MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
            ("agent_penalty", 12.0), ("agent_none", 10.0), ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
            ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
@@ -309,7 +315,7 @@ def format_valid(model, tok, per_domain=12, max_new_tokens=192):
 
 def measure(kind, name):
     import torch
-    from agent_learnability import held_out_eval, long_horizon
+    from agent_learnability import held_out_eval, long_horizon, unseen_worlds_eval
     from nanbeige41.model import Transformer
     from nanbeige41.tokenizer import Tokenizer
     torch.set_num_threads(1)
@@ -325,6 +331,9 @@ def measure(kind, name):
     elif kind == "agent":
         result = held_out_eval(R(name), n=65, max_hops=2, world_seed=AGENT_WORLD)
         out = "agent_eval_" + name.replace("agent_", "")
+    elif kind == "wide":  # result 1 and 3's wide held-out set: 600 questions of 4 worlds no stage trains on
+        result = unseen_worlds_eval(R(name))
+        out = "agent_wide_" + name.replace("agent_", "")
     else:
         result = long_horizon(R(name), n=65, max_hops=0, world_seed=AGENT_WORLD)
         out = "long_horizon"
@@ -432,8 +441,9 @@ def claim_results(claim):
                                   "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns"],
                                   "strict_turn_fail_rate": ev.get("strict_turn_fail_rate"),
                                   "terminations": ev["terminations"], "rollouts": rows[-1]["rollouts"],
-                                  "steps": len(rows)}
-        return {"before": before, "per_seed": per_seed, "long_horizon": load("long_horizon")}
+                                  "steps": len(rows), "wide": load(f"agent_wide_{c}_s{s}")}
+        return {"before": before, "per_seed": per_seed, "long_horizon": load("long_horizon"),
+                "wide_before": [load(f"agent_wide_sft_search{s}") for s in ("", "_s1", "_s2")]}
     return {"per_seed": per_seed}
 
 
@@ -558,6 +568,10 @@ def table(results):
         rows.append((8, f"agent stage at equal rollouts, turn + trajectory vs trajectory only: held-out accuracy "
                         f"(before: {round(b['accuracy'] * b['n'])}/{b['n']})",
                      seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
+        wb = " / ".join(str(w["correct"]) for w in results[8]["wide_before"])
+        rows.append((8, f"... on 600 questions of 4 worlds never trained on (`agent_wide_*`; before: sft_search, SFT "
+                        f"seeds 0 / 1 / 2: {wb})",
+                     seeds(lambda r: f"{r['penalty']['wide']['correct']} vs {r['none']['wide']['correct']}", 8)))
         rows.append((8, f"... turns the critic fails (before: {_pct(b['turn_fail_rate'])})", seeds(
             lambda r: f"{_pct(r['penalty']['turn_fail_rate'])} vs {_pct(r['none']['turn_fail_rate'])}", 8)))
         rows.append((8, f"... turns per episode (before: {b['turns']:.2f})", seeds(

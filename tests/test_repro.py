@@ -62,6 +62,13 @@ def test_build_starts_the_longest_chain_of_work_first():
     assert rp.minutes("agent_penalty_s2") == 12.0 and rp.minutes("agent_none_s1") == 10.0
 
 
+def test_the_wide_held_out_worlds_are_in_no_training_data():
+    """Results 1 and 3 are measured on UNSEEN_WORLDS: no stage of the agent chain may train on them."""
+    from agent_learnability import UNSEEN_WORLDS
+    trained = set(rp.PRETRAIN_WORLDS) | set(rp.SFT_WORLDS) | {rp.AGENT_WORLD}
+    assert len(UNSEEN_WORLDS) == 4 and not set(UNSEEN_WORLDS) & trained
+
+
 def _reference_text(tok, msgs, tools, ref):
     prompt = tok.render(msgs, tools=tools, add_generation_prompt=True)
     full = tok.render(msgs + [ref], tools=tools)
@@ -177,33 +184,43 @@ def test_claim6_difficulty_filter_improves_sample_efficiency():
         paper_says(f["eval_pass_rate"][1] >= nf["eval_pass_rate"][1], "held-out pass rate at equal rollouts")
 
 
+def wide(result):
+    """Result 1 and 3's wide held-out figures: correct of 600 (4 worlds no stage trains on) before the agent stage
+    (sft_search, SFT seeds 0 / 1 / 2) and after it (agent seeds 0 / 1 / 2, each from sft_search seed 0)."""
+    before = [w["correct"] for w in result["wide_before"]]
+    after = {c: [r[c]["wide"]["correct"] for r in seeds(result)] for c in ("penalty", "none")}
+    assert all(w["n"] == 600 for w in result["wide_before"] + [r[c]["wide"] for r in seeds(result) for c in after])
+    return before, after
+
+
 @repro
+@not_reproduced("not reproduced at toy scale: on 600 questions of 4 unseen worlds the agent stage does not raise "
+                "held-out accuracy in every seed (README)")
 def test_claim8_the_agent_stage_raises_held_out_accuracy():
     """Issue 13, result 1: the agent stage (AGENT_STEPS = 24 steps from sft_search, G = 8, 4 questions a step,
-    T = 0.7, lr 1e-4, turn penalty 0.1) on world 4242's 65 held-out questions of <= 2 hops, greedy, 8 turns.
-    Measured (2026-11-25): 6 of 65 before, 8 / 9 / 10 after (seeds 0 / 1 / 2), every episode answered before and
-    after, 2.42 turns before and 2.57 / 2.92 / 2.77 after. At 12 steps it was 11 / 6 / 9: not every seed rose."""
+    T = 0.7, lr 1e-4, turn penalty 0.1), greedy, 8 turns. Measured (2026-11-25) on world 4242's 65 held-out
+    questions: 6 before, 8 / 9 / 10 after (seeds 0 / 1 / 2); on 600 questions of 4 worlds never trained on
+    (unseen_worlds_eval): 50 before, 52 / 36 / 59 after, while the SFT seeds alone give 50 / 69 / 53. The 65-question
+    gain was eval noise. Asserted: the stage keeps the agent's format (every seed ends >= 95% of the 600 episodes
+    with an answer; measured 597-600 of 600 before and after)."""
     result = claim(8)
-    before = round(result["before"]["accuracy"] * result["before"]["n"])
-    assert result["before"]["n"] == 65 and result["before"]["terminations"].get("answer", 0) >= 60
+    before, after = wide(result)
+    assert all(w["terminations"].get("answer", 0) >= 570 for w in result["wide_before"])
     for r in seeds(result):
         assert r["penalty"]["steps"] == rp.AGENT_STEPS
-        assert r["penalty"]["terminations"].get("answer", 0) >= 60  # every seed still ends (nearly) every episode
-        assert r["penalty"]["correct"] >= before + 1  # smallest measured gain 2 (seed 0)
+        assert r["penalty"]["wide"]["terminations"].get("answer", 0) >= 570
+    paper_says(all(a > before[0] for a in after["penalty"]), f"held-out accuracy {before[0]} -> {after['penalty']}")
 
 
 @repro
-@not_reproduced("not shown at toy scale: the agent stage's gain (+2 to +4 of 65) is no larger than the seeds' "
-                "spread (README)")
+@not_reproduced("not shown at toy scale: the agent stage's change on 600 unseen-world questions is within the "
+                "seeds' spread (README)")
 def test_claim8_the_agent_stage_gain_is_beyond_seed_noise():
-    """Issue 13, result 1, the strong form: every seed's gain exceeds the spread of the three seeds' results.
-    Measured: gains 2 / 3 / 4 of 65 against a spread of 2 (8 to 10); the SFT seeds alone span 6 to 10 (claim 7),
-    and one held-out question is 1.5 points."""
-    result = claim(8)
-    before = round(result["before"]["accuracy"] * result["before"]["n"])
-    after = [r["penalty"]["correct"] for r in seeds(result)]
-    assert all(r["penalty"]["steps"] == rp.AGENT_STEPS for r in seeds(result))
-    paper_says(min(after) - before > max(after) - min(after), f"gain beyond seed noise: {before} -> {after}")
+    """Issue 13, result 1, the strong form: every seed's gain on the wide set exceeds the spread of the three
+    agent seeds' results. Measured: 50 -> 52 / 36 / 59 of 600 (gains +2 / -14 / +9, spread 23)."""
+    before, after = wide(claim(8))
+    gains = [a - before[0] for a in after["penalty"]]
+    paper_says(min(gains) > max(after["penalty"]) - min(after["penalty"]), f"gains {gains}, after {after['penalty']}")
 
 
 @repro
@@ -212,12 +229,14 @@ def test_claim8_the_agent_stage_gain_is_beyond_seed_noise():
 def test_claim8_turn_level_supervision_helps_the_agent():
     """Paper (2.2): turn-level supervision helps long-horizon agents. Issue 13, result 3: `--turn-credit penalty`
     vs `none` (trajectory reward only) at equal rollouts (1,128 vs 1,152 / 1,384 vs 1,392 / 968 vs 1,048; `none`
-    runs until it has drawn as many). Measured (2026-11-25): held-out accuracy 8 vs 7 / 9 vs 3 / 10 vs 10 of 65
-    (higher or equal in every seed, a tie in seed 2); the critic fails 8.8% vs 3.5% / 12.0% vs 8.8% / 7.0% vs 2.8%
-    of held-out turns: *more* with turn credit in every seed."""
-    for r in seeds(claim(8)):
+    runs until it has drawn as many). Measured (2026-11-25): on 600 questions of 4 unseen worlds 52 vs 59 / 36 vs
+    42 / 59 vs 63 (trajectory-only ahead in every seed); on world 4242's 65, 8 vs 7 / 9 vs 3 / 10 vs 10; the critic
+    fails 8.8% vs 3.5% / 12.0% vs 8.8% / 7.0% vs 2.8% of world 4242's held-out turns: *more* with turn credit."""
+    result = claim(8)
+    _, after = wide(result)
+    for r in seeds(result):
         assert abs(r["none"]["rollouts"] - r["penalty"]["rollouts"]) <= 0.1 * r["penalty"]["rollouts"]  # <= 8%
-        paper_says(r["penalty"]["correct"] > r["none"]["correct"], "held-out accuracy")
+    paper_says(all(p > n for p, n in zip(after["penalty"], after["none"])), f"held-out accuracy {after}")
 
 
 @repro
