@@ -47,6 +47,10 @@ BASE = os.path.join(ROOT, "data", "toy", "agent_base")
 AGENT_STEPS = 24
 AGENT_ARGS = ("--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed", str(AGENT_WORLD), "--lr", "1e-4",
               "--temperature", "0.7", "--turn-penalty", "0.1")
+# Result 1's runs (`agent_q16_s*`): the same stage with 16 questions a step for 12 steps (~2,200 rollouts against the
+# 24-step runs' ~1,150). On the wide held-out set the 4-question runs move nothing beyond noise; a step of 16
+# questions holds ~4x the right answers, and the stage then learns (README, "Issue 13's four results").
+Q16_ARGS = ("--max-steps", "12", "--prompts-per-step", "16", *AGENT_ARGS)
 
 
 def R(*parts):
@@ -114,7 +118,9 @@ def jobs():
             "agent", "sft_search", f"agent_none_s{s}", s, *agent, "--turn-credit", "none", "--max-steps", str(2 * AGENT_STEPS),
             "--max-rollouts", final_rollouts(f"agent_penalty_s{s}")),
             ["sft_search", f"agent_penalty_s{s}"], "model.safetensors")
-        for credit in ("penalty", "none"):
+        J[f"agent_q16_s{s}"] = (_grpo("agent", "sft_search", f"agent_q16_s{s}", s, *Q16_ARGS,
+                                      "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
+        for credit in ("penalty", "none", "q16"):
             J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
                                               [f"agent_{credit}_s{s}"], None)
             J[f"agent_wide_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "wide", f"agent_{credit}_s{s}"],
@@ -155,7 +161,7 @@ CLAIM_JOBS = {
     5: [f"code2_s{s}" for s in SEEDS] + ["eval_code"],
     6: [f"code1nf_s{s}" for s in SEEDS],
     7: [f"agent_eval_sft_{v}{s}" for s in ("", "_s1", "_s2") for v in ("search", "nosearch")],
-    8: [f"agent_{e}_{c}_s{s}" for e in ("eval", "wide") for c in ("penalty", "none") for s in SEEDS]
+    8: [f"agent_{e}_{c}_s{s}" for e in ("eval", "wide") for c in ("penalty", "none", "q16") for s in SEEDS]
        + ["agent_eval_sft_search", "long_horizon"] + [f"agent_wide_sft_search{s}" for s in ("", "_s1", "_s2")],
 }
 
@@ -189,8 +195,9 @@ def prepare_inputs():
 # chain's from 2026-11-25; first matching prefix wins). Only the build order uses them: the job with the longest
 # chain of work still behind it starts first (list scheduling), so a long run with nothing waiting on it is not
 # left for last.
-MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4), ("agent_midtrain", 12.0),
-           ("agent_penalty", 12.0), ("agent_none", 10.0), ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
+MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4),
+           ("agent_midtrain", 12.0), ("agent_penalty", 12.0), ("agent_none", 10.0), ("agent_q16", 15.0),
+           ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
            ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
            ("", 0.5))
@@ -435,7 +442,7 @@ def claim_results(claim):
         before = load("agent_eval_sft_search")
         for s in SEEDS:
             per_seed[s] = {}
-            for c in ("penalty", "none"):
+            for c in ("penalty", "none", "q16"):
                 ev, rows = load(f"agent_eval_{c}_s{s}"), read_metrics(R(f"agent_{c}_s{s}"))
                 per_seed[s][c] = {"accuracy": ev["accuracy"], "correct": round(ev["accuracy"] * ev["n"]),
                                   "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns"],
@@ -494,6 +501,12 @@ def figures(results):
                   for s, r in results[8]["per_seed"].items() for c in ("penalty", "none")}
         written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim8.png"),
                                       "agent: turn + trajectory (penalty) vs trajectory only (none)"))
+        groups = {f"SFT s{s}": {"accuracy": w["accuracy"]}
+                  for s, w in zip(SEEDS, results[8]["wide_before"])}
+        groups.update({f"{label} s{s}": {"accuracy": r[c]["wide"]["accuracy"]}
+                       for c, label in (("q16", "16q"), ("penalty", "4q")) for s, r in results[8]["per_seed"].items()})
+        written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim8_wide.png"),
+                                      "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0, 16 or 4 questions a step"))
     for runs, name in ((["code1_s0", "code2_s0"], "figure4_code1_code2"), (["point_s0"], "curves_point"),
                        (["pair_s0"], "curves_pair"), (["agent_penalty_s0"], "curves_agent")):
         if all(os.path.isfile(R(r, "metrics.jsonl")) for r in runs):
@@ -565,10 +578,14 @@ def table(results):
                           _pct), 7)))
     if 8 in results:
         b = results[8]["before"]
-        rows.append((8, f"agent stage at equal rollouts, turn + trajectory vs trajectory only: held-out accuracy "
-                        f"(before: {round(b['accuracy'] * b['n'])}/{b['n']})",
-                     seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
         wb = " / ".join(str(w["correct"]) for w in results[8]["wide_before"])
+        rows.append((8, f"agent stage, 16 questions a step x 12 (`agent_q16_s*`, result 1): held-out accuracy on 600 "
+                        f"questions of 4 worlds never trained on (before: sft_search, SFT seeds 0 / 1 / 2: {wb}) and "
+                        f"world 4242's 65 (before: {round(b['accuracy'] * b['n'])})",
+                     seeds(lambda r: f"{r['q16']['wide']['correct']} and {r['q16']['correct']}", 8)))
+        rows.append((8, "agent stage, 4 questions a step x 24, at equal rollouts, turn + trajectory vs trajectory "
+                        f"only: held-out accuracy, world 4242 (before: {round(b['accuracy'] * b['n'])}/{b['n']})",
+                     seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
         rows.append((8, f"... on 600 questions of 4 worlds never trained on (`agent_wide_*`; before: sft_search, SFT "
                         f"seeds 0 / 1 / 2: {wb})",
                      seeds(lambda r: f"{r['penalty']['wide']['correct']} vs {r['none']['wide']['correct']}", 8)))
