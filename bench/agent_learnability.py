@@ -159,15 +159,18 @@ def long_horizon(ckpt, n, max_hops=0, world_seed=0, max_turns=60, keep_last_k=2,
             "turns_with_dropped_history": sum(t["view"]["dropped"] > 0 for t in turns) / max(len(turns), 1)}
 
 
+# The held-out episodes as the agent stage runs them: 8 turns, 128 new tokens per turn, a 2048-token window.
+EVAL_CONFIG = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
+
+
 def held_out_eval(ckpt, n=62, max_hops=2, world_seed=0):
     """Greedy held-out episodes of a checkpoint, as the agent stage runs them (8 turns, 128 new tokens per turn,
     a 2048-token window): search_agent.evaluate_agent's figures, without the records, plus the rate of turns
     (final answers included) the strict critic fails: RuleCritic(strict=True) also fails made-up names and guesses."""
     model = Transformer.from_pretrained(ckpt).eval()
     tok = Tokenizer.from_pretrained(ckpt)
-    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
     questions = held_out_questions(max_hops, world_seed)[:n]
-    ev = sa.evaluate_agent(model, tok, questions, toolbox_for(world_seed), config, batch=len(questions))
+    ev = sa.evaluate_agent(model, tok, questions, toolbox_for(world_seed), EVAL_CONFIG, batch=len(questions))
     strict = sa.RuleCritic(strict=True)
     judged = [v for r in ev.pop("records") for v in strict.judge(r["question"], r["turns"]) if v is not None]
     ev["strict_turn_fail_rate"] = sum(not v["pass"] for v in judged) / max(len(judged), 1)
@@ -185,14 +188,13 @@ def unseen_worlds_eval(ckpt, worlds=UNSEEN_WORLDS, per_world=150, max_hops=2):
     points. Returns the totals and each world's correct count."""
     model = Transformer.from_pretrained(ckpt).eval()
     tok = Tokenizer.from_pretrained(ckpt)
-    config = sa.AgentConfig(max_turns=8, max_new_tokens=128, max_context_tokens=2048)
     per, records = {}, []
     for w in worlds:
         questions = [q for q in toy_world.synthesize_questions(toy_world.fresh_world(w), seed=w)
                      if q["hops"] <= max_hops][:per_world]
         if len(questions) < per_world:
             raise ValueError(f"world {w} has {len(questions)} questions of <= {max_hops} hops, fewer than {per_world}")
-        ev = sa.evaluate_agent(model, tok, questions, toolbox_for(w), config, batch=len(questions))
+        ev = sa.evaluate_agent(model, tok, questions, toolbox_for(w), EVAL_CONFIG, batch=len(questions))
         per[str(w)] = round(ev["accuracy"] * ev["n"])
         records += ev["records"]
     verdicts = [v for r in records for v in r["verdicts"] if v is not None]
