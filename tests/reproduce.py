@@ -52,6 +52,9 @@ AGENT_ARGS = ("--eval-every", "0", "--agent-max-hops", "2", "--agent-world-seed"
 # questions holds ~4x the right answers, and these runs gain in every seed, by less than the seeds' spread (README,
 # "Issue 13's four results").
 Q16_ARGS = ("--max-steps", "12", "--prompts-per-step", "16", *AGENT_ARGS)
+# The agent-stage runs, agent_{run}_s{seed}: 4 questions a step with turn credit (penalty) and without (none, at
+# equal rollouts), 16 a step with it (q16) and without (q16none, at q16's rollouts).
+CREDITS = ("penalty", "none", "q16", "q16none")
 
 
 def R(*parts):
@@ -121,7 +124,11 @@ def jobs():
             ["sft_search", f"agent_penalty_s{s}"], "model.safetensors")
         J[f"agent_q16_s{s}"] = (_grpo("agent", "sft_search", f"agent_q16_s{s}", s, *Q16_ARGS,
                                       "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
-        for credit in ("penalty", "none", "q16"):
+        J[f"agent_q16none_s{s}"] = (lambda s=s: _grpo(  # result 3 at 16 questions a step: trajectory reward only
+            "agent", "sft_search", f"agent_q16none_s{s}", s, *Q16_ARGS, "--turn-credit", "none", "--max-steps", "24",
+            "--max-rollouts", final_rollouts(f"agent_q16_s{s}")),
+            ["sft_search", f"agent_q16_s{s}"], "model.safetensors")
+        for credit in CREDITS:
             J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
                                               [f"agent_{credit}_s{s}"], None)
             J[f"agent_wide_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "wide", f"agent_{credit}_s{s}"],
@@ -162,7 +169,7 @@ CLAIM_JOBS = {
     5: [f"code2_s{s}" for s in SEEDS] + ["eval_code"],
     6: [f"code1nf_s{s}" for s in SEEDS],
     7: [f"agent_eval_sft_{v}{s}" for s in ("", "_s1", "_s2") for v in ("search", "nosearch")],
-    8: [f"agent_{e}_{c}_s{s}" for e in ("eval", "wide") for c in ("penalty", "none", "q16") for s in SEEDS]
+    8: [f"agent_{e}_{c}_s{s}" for e in ("eval", "wide") for c in CREDITS for s in SEEDS]
        + ["agent_eval_sft_search", "long_horizon"] + [f"agent_wide_sft_search{s}" for s in ("", "_s1", "_s2")],
 }
 
@@ -197,7 +204,8 @@ def prepare_inputs():
 # chain of work still behind it starts first (list scheduling), so a long run with nothing waiting on it is not
 # left for last.
 MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4),
-           ("agent_midtrain", 12.0), ("agent_penalty", 12.0), ("agent_none", 10.0), ("agent_q16", 15.0),
+           ("agent_midtrain", 12.0), ("agent_penalty", 12.0), ("agent_none", 10.0), ("agent_q16none", 18.0),
+           ("agent_q16", 15.0),
            ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
            ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
@@ -443,7 +451,7 @@ def claim_results(claim):
         before = load("agent_eval_sft_search")
         for s in SEEDS:
             per_seed[s] = {}
-            for c in ("penalty", "none", "q16"):
+            for c in CREDITS:
                 ev, rows = load(f"agent_eval_{c}_s{s}"), read_metrics(R(f"agent_{c}_s{s}"))
                 per_seed[s][c] = {"accuracy": ev["accuracy"], "correct": round(ev["accuracy"] * ev["n"]),
                                   "turn_fail_rate": ev["turn_fail_rate"], "turns": ev["turns"],
@@ -505,8 +513,9 @@ def figures(results):
         groups = {f"SFT s{s}": {"accuracy": w["accuracy"]}
                   for s, w in zip(SEEDS, results[8]["wide_before"])}
         groups.update({f"{label} s{s}": {"accuracy": r[c]["wide"]["accuracy"]}
-                       for c, label in (("q16", "16q"), ("penalty", "4q")) for s, r in results[8]["per_seed"].items()})
-        title = "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0, 16 or 4 questions a step"
+                       for c, label in (("q16", "16q"), ("q16none", "16q none"), ("penalty", "4q"))
+                       for s, r in results[8]["per_seed"].items()})
+        title = "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0 (16 or 4 questions a step)"
         written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim8_wide.png"), title))
     for runs, name in ((["code1_s0", "code2_s0"], "figure4_code1_code2"), (["point_s0"], "curves_point"),
                        (["pair_s0"], "curves_pair"), (["agent_penalty_s0"], "curves_agent")):
@@ -590,7 +599,14 @@ def table(results):
         rows.append((8, f"... on 600 questions of 4 worlds never trained on (`agent_wide_*`; before: sft_search, SFT "
                         f"seeds 0 / 1 / 2: {wb})",
                      seeds(lambda r: f"{r['penalty']['wide']['correct']} vs {r['none']['wide']['correct']}", 8)))
-        rows.append((8, f"... turns the critic fails (before: {_pct(b['turn_fail_rate'])})", seeds(
+        rows.append((8, "agent stage, 16 questions a step, at equal rollouts, turn + trajectory (`agent_q16_s*`) vs "
+                        "trajectory only (`agent_q16none_s*`): held-out accuracy on the 600 and world 4242's 65",
+                     seeds(lambda r: f"{r['q16']['wide']['correct']} vs {r['q16none']['wide']['correct']} and "
+                                     f"{r['q16']['correct']} vs {r['q16none']['correct']}", 8)))
+        rows.append((8, "... rollouts drawn",
+                     seeds(lambda r: _vs(r["q16"]["rollouts"], r["q16none"]["rollouts"], str), 8)))
+        rows.append((8, "4 questions a step: turns the critic fails, world 4242 "
+                        f"(before: {_pct(b['turn_fail_rate'])})", seeds(
             lambda r: f"{_pct(r['penalty']['turn_fail_rate'])} vs {_pct(r['none']['turn_fail_rate'])}", 8)))
         rows.append((8, f"... turns per episode (before: {b['turns']:.2f})", seeds(
             lambda r: f"{r['penalty']['turns']:.2f} vs {r['none']['turns']:.2f}", 8)))
