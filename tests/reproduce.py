@@ -20,7 +20,7 @@ help). Logs: runs/repro/<job>.log. The README's "Reproduction" section is this f
 | 5 | code stage 2 raises R_time, correctness holds (Fig 4) | code2_s* from code1_s* |
 | 6 | the k in [1, 5] of 8 filter helps sample efficiency | code1_s* vs code1nf_s* at the same number of rollouts |
 | 7 | search trajectories in SFT help deep search (Tab 3) | the shipped toy base -> sft_search vs sft_nosearch |
-| 8 | turn-level supervision helps the agent (2.2) | agent_penalty_s* vs agent_none_s* at equal rollouts |
+| 8 | agent RL; turn-level supervision helps (2.2) | agent_q16_s*; agent_{penalty,none}_s*, agent_q16{,none}_s* |
 """
 import argparse
 import json
