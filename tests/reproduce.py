@@ -74,6 +74,15 @@ def _grpo(stage, init, out, seed, *extra):
     return ["train_grpo.py", "--stage", stage, "--init", R(init), "--out", R(out), "--seed", str(seed), *extra]
 
 
+def _trajectory_only(name, paired, seed, args, steps):
+    """Result 3's comparison: the agent run `paired` (`args`, `steps` steps, turn credit on) with `--turn-credit
+    none`, allowed twice the steps and stopped at the step where it has drawn as many rollouts as `paired` (dynamic
+    sampling drops more of its groups). A job spec whose argv is built once `paired` exists."""
+    return (lambda: _grpo("agent", "sft_search", name, seed, *args, "--turn-credit", "none", "--max-steps",
+                          str(2 * steps), "--max-rollouts", final_rollouts(paired)),
+            ["sft_search", paired], "model.safetensors")
+
+
 def _agent_sft(name, search, seed=0, steps=400):
     """The agent's SFT from the shipped toy base: `steps` x 2k tokens at seq 1024 with 25% replay of the base's
     mid-training text, with or without the fresh-world search trajectories (45%; without them that share goes to
@@ -118,16 +127,10 @@ def jobs():
         agent = ("--max-steps", str(AGENT_STEPS), *AGENT_ARGS)
         J[f"agent_penalty_s{s}"] = (_grpo("agent", "sft_search", f"agent_penalty_s{s}", s, *agent,
                                           "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
-        J[f"agent_none_s{s}"] = (lambda s=s, agent=agent: _grpo(
-            "agent", "sft_search", f"agent_none_s{s}", s, *agent, "--turn-credit", "none", "--max-steps", str(2 * AGENT_STEPS),
-            "--max-rollouts", final_rollouts(f"agent_penalty_s{s}")),
-            ["sft_search", f"agent_penalty_s{s}"], "model.safetensors")
+        J[f"agent_none_s{s}"] = _trajectory_only(f"agent_none_s{s}", f"agent_penalty_s{s}", s, agent, AGENT_STEPS)
         J[f"agent_q16_s{s}"] = (_grpo("agent", "sft_search", f"agent_q16_s{s}", s, *Q16_ARGS,
                                       "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
-        J[f"agent_q16none_s{s}"] = (lambda s=s: _grpo(  # result 3 at 16 questions a step: trajectory reward only
-            "agent", "sft_search", f"agent_q16none_s{s}", s, *Q16_ARGS, "--turn-credit", "none", "--max-steps", "24",
-            "--max-rollouts", final_rollouts(f"agent_q16_s{s}")),
-            ["sft_search", f"agent_q16_s{s}"], "model.safetensors")
+        J[f"agent_q16none_s{s}"] = _trajectory_only(f"agent_q16none_s{s}", f"agent_q16_s{s}", s, Q16_ARGS, 12)
         for credit in CREDITS:
             J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
                                               [f"agent_{credit}_s{s}"], None)

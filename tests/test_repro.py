@@ -216,8 +216,9 @@ def test_claim8_the_agent_stage_raises_held_out_accuracy():
 def test_claim8_the_agent_stage_gain_is_beyond_seed_noise():
     """Issue 13, result 1, the strong form: every seed's gain on the wide set exceeds the spread of the three
     seeds' results. Measured: 50 -> 68 / 56 / 65 of 600 (gains +18 / +6 / +15, mean +13; spread 12); the SFT
-    seeds alone give 50 / 69 / 53. The 4-question runs: 52 / 36 / 59. Outside the suite (README): 16 a step without
-    turn credit 78 / 52 / 78, 32 a step with it 84 / 55 / 47: seed 1 is the weak one in every setting."""
+    seeds alone give 50 / 69 / 53. The 4-question runs: 52 / 36 / 59; 16 a step without turn credit
+    (`agent_q16none_s*`) 78 / 52 / 78; 32 a step with it (outside the suite, README) 84 / 55 / 47: seed 1 is the
+    weak one in every setting."""
     before, after = wide(claim(8))
     gains = [a - before[0] for a in after["q16"]]
     paper_says(min(gains) > max(after["q16"]) - min(after["q16"]), f"gains {gains}, after {after['q16']}")
