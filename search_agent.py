@@ -650,12 +650,13 @@ def rollout_group(policy, question, G, tokenizer, toolbox, config=None, critic=N
 def rollout_groups(policy, questions, G, tokenizer, toolbox, config=None, critic=None, score_method="gaia",
                    judge_chat=None, system_prompt=SYSTEM_PROMPT):
     """rollout_group for many questions at once: all len(questions) * G episodes advance in lockstep, so
-    each turn is one generate call over every live episode. Returns one list of G records per question."""
+    each turn is one generate call over every live episode. Returns one list of G records per question.
+    `toolbox` may be a function of the question row (questions of several worlds, each searched in its own)."""
     config = config or AgentConfig()
     critic = critic or RuleCritic()
     rows = [q if isinstance(q, dict) else {"question": q} for q in questions]
-    episodes = [[Episode(row["question"], tokenizer, toolbox, config, system_prompt) for _ in range(G)]
-                for row in rows]
+    episodes = [[Episode(row["question"], tokenizer, toolbox(row) if callable(toolbox) else toolbox, config,
+                         system_prompt) for _ in range(G)] for row in rows]
     flat = [ep for group in episodes for ep in group]
     while True:
         live = [(ep, ep.request()) for ep in flat]

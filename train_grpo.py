@@ -490,11 +490,18 @@ def general_env(stage, args, tokenizer, log, device):
 # agent (sections 2.2, 2.4)
 
 def agent_env(args, tokenizer, log):
-    if args.agent_world_seed:  # a freshly generated world, its questions split 80/20 as the shipped one's
-        world = toy_world.fresh_world(args.agent_world_seed)
-        rows = toy_world.synthesize_questions(world, seed=args.agent_world_seed)
-        wiki = search_tools.LocalWiki(world)
-        toolbox = search_tools.Toolbox(wiki, wiki, search_tools.sandboxed_python())
+    if args.agent_world_seed:  # freshly generated worlds, each one's questions split 80/20 as the shipped one's
+        python = search_tools.sandboxed_python()
+        rows, toolboxes = [], {}
+        for seed in range(args.agent_world_seed, args.agent_world_seed + args.agent_worlds):
+            world = toy_world.fresh_world(seed)
+            wiki = search_tools.LocalWiki(world)
+            toolboxes[seed] = search_tools.Toolbox(wiki, wiki, python)  # a question searches its own world
+            rows += [dict(r, id=f"w{seed}-{r['id']}", world=seed)
+                     for r in toy_world.synthesize_questions(world, seed=seed)]
+
+        def toolbox(row):
+            return toolboxes[row["world"]]
     else:
         rows = read_jsonl(args.data or paths.TOY_QUESTIONS)
         toolbox = search_tools.make_toolbox("local")  # the SFT trajectories offer search, visit and python
@@ -643,6 +650,9 @@ def parse_args(argv=None):
     p.add_argument("--agent-world-seed", type=non_negative_int, default=0,
                    help="questions and tools of a freshly generated toy world (0: the shipped one); the toy agent's SFT "
                         "never saw it, and the shipped tokenizer splits its names into common pieces")
+    p.add_argument("--agent-worlds", type=positive_int, default=1,
+                   help="with --agent-world-seed S: the questions of the fresh worlds S .. S+N-1, each searched in its "
+                        "own world (one world's facts can be memorised; many worlds leave only the skill to learn)")
     # Memory
     p.add_argument("--micro-batch-tokens", type=positive_int, default=1024,
                    help="tokens per packed row of the update (a memory knob: attention is per document, so "

@@ -405,6 +405,53 @@ def test_agent_samples_mask_exactly_the_generated_tokens(tmp_path):
     assert multi > 0
 
 
+def test_agent_stage_over_many_worlds_searches_each_question_in_its_own_world(tmp_path, monkeypatch):
+    """--agent-worlds N: the questions of N fresh worlds, with ids unique across worlds, and every rollout searches
+    its question's own world: the scripted expert's first search finds the question's head entity, where the same
+    searches in one world's wiki (what a single toolbox would do) find nothing of the other world's."""
+    import search_agent
+    from nanbeige41 import agent_policies, toy_world
+    init, tok = _toy_init(tmp_path)
+    args = _run_args(tmp_path, init, stage="agent", agent_world_seed=5000, agent_worlds=2, agent_max_hops=2)
+    env = train_grpo.agent_env(args, tok, log=lambda *a: None)
+    worlds = {w: toy_world.fresh_world(w) for w in (5000, 5001)}
+    per_world = {w: [q for q in toy_world.synthesize_questions(worlds[w], seed=w)
+                     if q["split"] == "train" and q["hops"] <= 2] for w in worlds}
+    assert len(env.items) == sum(len(v) for v in per_world.values())
+    assert len({env.item_id(r) for r in env.items}) == len(env.items)
+    assert {r["world"] for r in env.items} == {5000, 5001}
+    picked = [next(r for r in env.items if r["world"] == w and r["hops"] == 2) for w in (5000, 5001)]
+    scripts = {r["question"]: search_agent.expert_script(r, worlds[r["world"]]) for r in picked}
+
+    class Expert:
+        def __init__(self):
+            self.calls = 0
+
+        def generate(self, requests, max_new_tokens):
+            self.calls += 1
+            return [{"tokens": tok.encode(agent_policies.assistant_text(
+                tok, scripts[r["messages"][1]["content"]](r["messages"], self.calls - 1))), "logprobs": None,
+                "finish_reason": "eos"} for r in requests]
+
+    def first_result_names_head(groups):
+        return [picked[g]["head_title"] in records[0]["turns"][0]["observations"][0]
+                for g, records in enumerate(groups)]
+
+    seen = {}
+    real = search_agent.rollout_groups
+
+    def capture(policy, items, G, tokenizer, toolbox, config, critic):
+        seen["toolbox"] = toolbox
+        seen["groups"] = real(Expert(), items, G, tokenizer, toolbox, config, critic)
+        return seen["groups"]
+    monkeypatch.setattr(search_agent, "rollout_groups", capture)
+    samples = env.rollout(None, tok, picked, args, seed=0)
+    assert {s.group for s in samples} == {0, 1} and all(s.reward == 1.0 for s in samples)
+    assert first_result_names_head(seen["groups"]) == [True, True]
+    one_world = real(Expert(), picked, 1, tok, seen["toolbox"](picked[0]))
+    assert first_result_names_head(one_world) == [True, False]
+
+
 def test_plot_writes_a_figure(tmp_path):
     from nanbeige41 import plot
     for name, rows in (("code1", [{"step": 0, "eval_pass_rate": 0.2}, {"step": 1, "r_correctness": 0.3, "r_time": 0.0}]),
