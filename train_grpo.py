@@ -507,9 +507,10 @@ def agent_env(args, tokenizer, log):
         toolbox = search_tools.make_toolbox("local")  # the SFT trajectories offer search, visit and python
     train = [r for r in rows if r.get("split", "train") == "train"]
     held_out = [r for r in rows if r.get("split") == "test"]
-    if args.agent_max_hops:  # an easier curriculum: train (and evaluate) on questions of at most this many hops
-        train = [r for r in train if r.get("hops", 1) <= args.agent_max_hops]
-        held_out = [r for r in held_out if r.get("hops", 1) <= args.agent_max_hops]
+    # a curriculum: train (and evaluate) on questions of at least / at most this many hops (0: no bound)
+    hops_ok = (lambda r: r.get("hops", 1) >= args.agent_min_hops
+               and (not args.agent_max_hops or r.get("hops", 1) <= args.agent_max_hops))
+    train, held_out = [r for r in train if hops_ok(r)], [r for r in held_out if hops_ok(r)]
     config = search_agent.AgentConfig(max_turns=args.agent_max_turns, max_new_tokens=args.max_new_tokens,
                                       max_context_tokens=args.agent_context)
     critic = search_agent.RuleCritic(strict=args.critic == "strict")
@@ -647,6 +648,9 @@ def parse_args(argv=None):
                         "queries and guessed answers; see RuleCritic)")
     p.add_argument("--agent-max-hops", type=non_negative_int, default=0,
                    help="train/evaluate on questions of <= this many hops (0: all)")
+    p.add_argument("--agent-min-hops", type=non_negative_int, default=0,
+                   help="train/evaluate on questions of >= this many hops (2: no one-hop question, whose right "
+                        "answers after a single search teach stopping one hop early on the others)")
     p.add_argument("--agent-world-seed", type=non_negative_int, default=0,
                    help="questions and tools of a freshly generated toy world (0: the shipped one); the toy agent's SFT "
                         "never saw it, and the shipped tokenizer splits its names into common pieces")
