@@ -452,6 +452,21 @@ def test_agent_stage_over_many_worlds_searches_each_question_in_its_own_world(tm
     assert first_result_names_head(one_world) == [True, False]
 
 
+def test_agent_hop_bounds_select_the_questions_trained_and_held_out(tmp_path):
+    """--agent-min-hops / --agent-max-hops: train and held-out questions of exactly the hops asked for."""
+    init, tok = _toy_init(tmp_path)
+    counts = {}
+    for lo, hi in ((0, 0), (0, 2), (2, 2), (2, 0)):
+        args = _run_args(tmp_path, init, stage="agent", agent_world_seed=5000, agent_min_hops=lo, agent_max_hops=hi)
+        env = train_grpo.agent_env(args, tok, log=lambda *a: None)
+        counts[lo, hi] = len(env.items), len(env.eval_items)
+        for r in env.items + env.eval_items:
+            assert r["hops"] >= lo and (not hi or r["hops"] <= hi), (lo, hi, r["hops"])
+    assert sum(counts[0, 0]) == 800  # synthesize_questions' 800, train and test
+    one_hop = tuple(a - b for a, b in zip(counts[0, 2], counts[2, 2]))
+    assert min(one_hop) > 0 and all(counts[2, 0][i] + one_hop[i] == counts[0, 0][i] for i in (0, 1))
+
+
 def test_plot_writes_a_figure(tmp_path):
     from nanbeige41 import plot
     for name, rows in (("code1", [{"step": 0, "eval_pass_rate": 0.2}, {"step": 1, "r_correctness": 0.3, "r_time": 0.0}]),
