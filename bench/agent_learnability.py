@@ -188,7 +188,7 @@ def unseen_worlds_eval(ckpt, worlds=UNSEEN_WORLDS, per_world=150, max_hops=2):
     points. Returns the totals and each world's correct count."""
     model = Transformer.from_pretrained(ckpt).eval()
     tok = Tokenizer.from_pretrained(ckpt)
-    per, records = {}, []
+    per, by_hops, records = {}, Counter(), []
     for w in worlds:
         questions = [q for q in toy_world.synthesize_questions(toy_world.fresh_world(w), seed=w)
                      if q["hops"] <= max_hops][:per_world]
@@ -197,10 +197,13 @@ def unseen_worlds_eval(ckpt, worlds=UNSEEN_WORLDS, per_world=150, max_hops=2):
         ev = sa.evaluate_agent(model, tok, questions, toolbox_for(w), EVAL_CONFIG, batch=len(questions))
         per[str(w)] = round(ev["accuracy"] * ev["n"])
         records += ev["records"]
+        by_hops.update(str(r["hops"]) for r in ev["records"] if r["score"])
     verdicts = [v for r in records for v in r["verdicts"] if v is not None]
     n = len(records)
     return {"ckpt": ckpt, "worlds": list(worlds), "max_hops": max_hops, "n": n, "correct": sum(per.values()),
             "accuracy": sum(per.values()) / n, "correct_by_world": per,
+            "correct_by_hops": dict(sorted(by_hops.items())),
+            "questions_by_hops": dict(sorted(Counter(str(r["hops"]) for r in records).items())),
             "turns": sum(len(r["turns"]) for r in records) / n,
             "terminations": dict(Counter(r["termination"] for r in records)),
             "turn_fail_rate": sum(not v["pass"] for v in verdicts) / max(len(verdicts), 1)}
