@@ -528,9 +528,10 @@ def figures(results):
         groups = {f"SFT s{s}": {"accuracy": w["accuracy"]}
                   for s, w in zip(SEEDS, results[8]["wide_before"])}
         groups.update({f"{label} s{s}": {"accuracy": r[c]["wide"]["accuracy"]}
-                       for c, label in (("q16", "16q"), ("q16none", "16q none"), ("penalty", "4q"))
+                       for c, label in (("mw2", "16q 2-hop"), ("mw", "16q 50 worlds"), ("q16", "16q"),
+                                        ("q16none", "16q none"), ("penalty", "4q"))
                        for s, r in results[8]["per_seed"].items()})
-        title = "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0 (16 or 4 questions a step)"
+        title = "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0 (runs: README, claim 8)"
         written.append(plot.bar_chart(groups, os.path.join(fig_dir, "claim8_wide.png"), title))
     for runs, name in ((["code1_s0", "code2_s0"], "figure4_code1_code2"), (["point_s0"], "curves_point"),
                        (["pair_s0"], "curves_pair"), (["agent_penalty_s0"], "curves_agent")):
@@ -608,6 +609,14 @@ def table(results):
                         f"questions of 4 worlds never trained on (before: sft_search, SFT seeds 0 / 1 / 2: {wb}) and "
                         f"world 4242's 65 (before: {round(b['accuracy'] * b['n'])})",
                      seeds(lambda r: f"{r['q16']['wide']['correct']} and {r['q16']['correct']}", 8)))
+        rows.append((8, "agent stage, 16 questions a step x 12 over 50 fresh worlds (`agent_mw_s*`) and over their "
+                        "two-hop questions only (`agent_mw2_s*`): held-out accuracy on the 600, and world 4242's 65",
+                     seeds(lambda r: f"{r['mw']['wide']['correct']} vs {r['mw2']['wide']['correct']} and "
+                                     f"{r['mw']['correct']} vs {r['mw2']['correct']}", 8)))
+        rows.append((8, "... turns per episode on the 600 (before: "
+                        f"{results[8]['wide_before'][0]['turns']:.2f})",
+                     seeds(lambda r: _vs(r["mw"]["wide"]["turns"], r["mw2"]["wide"]["turns"], lambda x: f"{x:.2f}"),
+                           8)))
         rows.append((8, "agent stage, 4 questions a step x 24, at equal rollouts, turn + trajectory vs trajectory "
                         f"only: held-out accuracy, world 4242 (before: {round(b['accuracy'] * b['n'])}/{b['n']})",
                      seeds(lambda r: f"{r['penalty']['correct']} vs {r['none']['correct']}", 8)))
