@@ -57,12 +57,12 @@ Q16_ARGS = ("--max-steps", "12", "--prompts-per-step", "16", *AGENT_ARGS)
 # instead of world 4242's 276. Repeated questions of one world reward remembering its facts; over many worlds only the
 # skill of finding them pays.
 AGENT_WORLDS = range(5000, 5050)
-MW_ARGS = ("--max-steps", "12", "--prompts-per-step", "16", "--agent-world-seed", str(AGENT_WORLDS.start),
-           "--agent-worlds", str(len(AGENT_WORLDS)), *AGENT_COMMON)
+MW_ARGS = ("--prompts-per-step", "16", "--agent-world-seed", str(AGENT_WORLDS.start), "--agent-worlds",
+           str(len(AGENT_WORLDS)), *AGENT_COMMON)
 # The agent-stage runs, agent_{run}_s{seed}: 4 questions a step with turn credit (penalty) and without (none, at
 # equal rollouts), 16 a step with it (q16) and without (q16none, at q16's rollouts), and 16 a step over many
 # worlds (mw).
-CREDITS = ("penalty", "none", "q16", "q16none", "mw", "mw2")
+CREDITS = ("penalty", "none", "q16", "q16none", "mw", "mw2", "mw2long")
 
 
 def R(*parts):
@@ -139,10 +139,12 @@ def jobs():
         J[f"agent_q16_s{s}"] = (_grpo("agent", "sft_search", f"agent_q16_s{s}", s, *Q16_ARGS,
                                       "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
         J[f"agent_q16none_s{s}"] = _trajectory_only(f"agent_q16none_s{s}", f"agent_q16_s{s}", s, Q16_ARGS, 12)
-        J[f"agent_mw_s{s}"] = (_grpo("agent", "sft_search", f"agent_mw_s{s}", s, *MW_ARGS, "--turn-credit", "penalty"),
-                               ["sft_search"], "model.safetensors")
-        J[f"agent_mw2_s{s}"] = (_grpo("agent", "sft_search", f"agent_mw2_s{s}", s, *MW_ARGS, "--agent-min-hops", "2",
-                                      "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
+        J[f"agent_mw_s{s}"] = (_grpo("agent", "sft_search", f"agent_mw_s{s}", s, *MW_ARGS, "--max-steps", "12",
+                                     "--turn-credit", "penalty"), ["sft_search"], "model.safetensors")
+        for run, steps in (("mw2", 12), ("mw2long", 24)):  # two-hop questions only, 12 or 24 steps
+            J[f"agent_{run}_s{s}"] = (_grpo("agent", "sft_search", f"agent_{run}_s{s}", s, *MW_ARGS, "--max-steps",
+                                            str(steps), "--agent-min-hops", "2", "--turn-credit", "penalty"),
+                                      ["sft_search"], "model.safetensors")
         for credit in CREDITS:
             J[f"agent_eval_{credit}_s{s}"] = (["tests/reproduce.py", "--measure", "agent", f"agent_{credit}_s{s}"],
                                               [f"agent_{credit}_s{s}"], None)
@@ -220,7 +222,7 @@ def prepare_inputs():
 # left for last.
 MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4),
            ("agent_midtrain", 12.0), ("agent_penalty", 12.0), ("agent_none", 10.0), ("agent_q16none", 18.0),
-           ("agent_q16", 15.0), ("agent_mw", 20.0),
+           ("agent_q16", 15.0), ("agent_mw2long", 40.0), ("agent_mw", 20.0),
            ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
            ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
