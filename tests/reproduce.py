@@ -222,7 +222,7 @@ def prepare_inputs():
 # left for last.
 MINUTES = (("agent_eval_sft_nosearch", 2.1), ("agent_eval", 0.6), ("agent_wide", 3.5), ("agent_pretrain", 45.4),
            ("agent_midtrain", 12.0), ("agent_penalty", 12.0), ("agent_none", 10.0), ("agent_q16none", 18.0),
-           ("agent_q16", 15.0), ("agent_mw2long", 40.0), ("agent_mw", 20.0),
+           ("agent_q16", 15.0), ("agent_mw2long", 50.0), ("agent_mw", 20.0),
            ("sft_search", 8.0), ("sft_nosearch", 7.5), ("sft_s", 5.5),
            ("code1nf", 3.6), ("code1", 4.2), ("code2", 2.5),
            ("pair", 1.8), ("rm_", 1.0), ("point", 0.9), ("eval_all", 1.0), ("format", 0.2), ("eval_code", 0.3),
