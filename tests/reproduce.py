@@ -53,15 +53,17 @@ AGENT_ARGS = ("--agent-world-seed", str(AGENT_WORLD), *AGENT_COMMON)
 # questions holds ~4x the right answers, and these runs gain in every seed, by less than the seeds' spread (README,
 # "Issue 13's four results").
 Q16_ARGS = ("--max-steps", "12", "--prompts-per-step", "16", *AGENT_ARGS)
-# The same 16 x 12 over many worlds (`agent_mw_s*`): the questions of 50 fresh worlds, each searched in its own world,
-# instead of world 4242's 276. Repeated questions of one world reward remembering its facts; over many worlds only the
-# skill of finding them pays.
+# The same 16 a step over many worlds: the questions of 50 fresh worlds, each searched in its own world, instead of
+# world 4242's 276 (`agent_mw_s*`, 12 steps; no better than one world), and their two-hop questions only
+# (`agent_mw2_s*`, 12 steps; `agent_mw2long_s*`, 24: result 1 beyond seed noise). A one-hop question is answered
+# after one search, so a mix of one- and two-hop questions rewards stopping one hop early (README, "Issue 13's four
+# results").
 AGENT_WORLDS = range(5000, 5050)
 MW_ARGS = ("--prompts-per-step", "16", "--agent-world-seed", str(AGENT_WORLDS.start), "--agent-worlds",
            str(len(AGENT_WORLDS)), *AGENT_COMMON)
 # The agent-stage runs, agent_{run}_s{seed}: 4 questions a step with turn credit (penalty) and without (none, at
 # equal rollouts), 16 a step with it (q16) and without (q16none, at q16's rollouts), and 16 a step over many
-# worlds (mw).
+# worlds (mw; two-hop questions only: mw2, mw2long).
 CREDITS = ("penalty", "none", "q16", "q16none", "mw", "mw2", "mw2long")
 
 
@@ -530,7 +532,8 @@ def figures(results):
         groups = {f"SFT s{s}": {"accuracy": w["accuracy"]}
                   for s, w in zip(SEEDS, results[8]["wide_before"])}
         groups.update({f"{label} s{s}": {"accuracy": r[c]["wide"]["accuracy"]}
-                       for c, label in (("mw2", "16q 2-hop"), ("mw", "16q 50 worlds"), ("q16", "16q"),
+                       for c, label in (("mw2long", "16q 2-hop x24"), ("mw2", "16q 2-hop"), ("mw", "16q 50 worlds"),
+                                        ("q16", "16q"),
                                         ("q16none", "16q none"), ("penalty", "4q"))
                        for s, r in results[8]["per_seed"].items()})
         title = "600 questions of 4 unseen worlds: SFT seeds; agent stage from SFT s0 (runs: README, claim 8)"
@@ -615,6 +618,9 @@ def table(results):
                         "two-hop questions only (`agent_mw2_s*`): held-out accuracy on the 600, and world 4242's 65",
                      seeds(lambda r: f"{r['mw']['wide']['correct']} vs {r['mw2']['wide']['correct']} and "
                                      f"{r['mw']['correct']} vs {r['mw2']['correct']}", 8)))
+        rows.append((8, "... two-hop questions only, 24 steps (`agent_mw2long_s*`): held-out accuracy on the 600 and "
+                        "world 4242's 65", seeds(lambda r: f"{r['mw2long']['wide']['correct']} and "
+                                                           f"{r['mw2long']['correct']}", 8)))
         rows.append((8, "... turns per episode on the 600 (before: "
                         f"{results[8]['wide_before'][0]['turns']:.2f})",
                      seeds(lambda r: _vs(r["mw"]["wide"]["turns"], r["mw2"]["wide"]["turns"], lambda x: f"{x:.2f}"),
